@@ -1,0 +1,22 @@
+# Warnings are errors for dtrain's own targets; call dtrain_target_defaults() on each.
+set(DTRAIN_WARNINGS -Wall -Wextra -Wpedantic -Werror -Wshadow -Wnon-virtual-dtor
+    -Wold-style-cast -Wcast-align -Wnull-dereference -Wformat=2 -Wimplicit-fallthrough)
+
+set(DTRAIN_HARDENING_COMPILE -fstack-protector-strong)
+set(DTRAIN_HARDENING_LINK -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack)
+
+if(DTRAIN_SANITIZE)
+  set(DTRAIN_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_compile_options(${DTRAIN_SANITIZER_FLAGS})
+  add_link_options(${DTRAIN_SANITIZER_FLAGS})
+endif()
+
+function(dtrain_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${DTRAIN_WARNINGS}> ${DTRAIN_HARDENING_COMPILE})
+  if(NOT DTRAIN_SANITIZE)
+    # _FORTIFY_SOURCE needs optimisation and clashes with ASan's interceptors.
+    target_compile_definitions(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:_FORTIFY_SOURCE=2>)
+  endif()
+  target_link_options(${target} PRIVATE ${DTRAIN_HARDENING_LINK})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
+endfunction()
