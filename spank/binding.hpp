@@ -1,0 +1,32 @@
+#pragma once
+// The plugin's link to topology binding and to slurmctld for arbitrary layouts.
+
+#include "spank/spank_api.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/step_plan.hpp"
+
+namespace dtrain::spank {
+
+struct NodeBinding {
+  std::vector<std::vector<core::EnvVar>> env;  // index: local task id
+  std::vector<std::vector<unsigned>> cpus;     // index: local task id
+  std::vector<std::string> warnings;
+};
+
+// Loads the node's topology once (site XML or live) and plans every local task's binding.
+// Never fails the step: a topology problem becomes a warning and CPU-only or no binding.
+NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
+                              const core::StepPlan& plan, std::uint32_t local_tasks);
+
+// Restricts the calling task to planned ∩ allowed CPUs; warns when that is empty.
+void apply_task_affinity(const std::vector<unsigned>& planned, bool report);
+
+// The host of every rank in order, asked once from slurmctld (arbitrary distribution only).
+std::string arbitrary_hosts_from_controller(std::uint32_t job_id, std::uint32_t step_id);
+
+}  // namespace dtrain::spank

@@ -1,0 +1,85 @@
+// SPANK entry points. Each one dispatches on the context and guarantees that no C++
+// exception crosses into Slurm: errors are caught, logged with "dtrain:" and returned.
+
+#include <slurm/slurm.h>
+#include "spank/spank_api.hpp"
+
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "spank/options.hpp"
+#include "spank/remote.hpp"
+#include "spank/spank_io.hpp"
+#include "spank/state.hpp"
+
+extern "C" {
+extern const char plugin_name[] = "dtrain";
+extern const char plugin_type[] = "spank";
+extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+}
+
+namespace dtrain::spank {
+
+PluginState& state() {
+  static PluginState instance;
+  return instance;
+}
+
+namespace {
+
+template <typename Fn>
+int guarded(const char* callback, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    log_error(std::string(callback) + ": " + e.what());
+  } catch (...) {
+    log_error(std::string(callback) + ": unexpected error");
+  }
+  return -1;
+}
+
+bool is_job_step(spank_t sp) {
+  const std::uint32_t step = get_u32(sp, S_JOB_STEPID, "S_JOB_STEPID");
+  return step < SLURM_MAX_NORMAL_STEP_ID;  // not the batch script or the extern step
+}
+
+}  // namespace
+}  // namespace dtrain::spank
+
+using namespace dtrain::spank;
+
+extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
+  return guarded("init", [&] {
+    const spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
+    std::vector<std::string> args(av, av + (ac > 0 ? ac : 0));
+    try {
+      state().config = dtrain::core::parse_plugin_args(args);
+    } catch (const dtrain::Error& e) {
+      log_error(std::string("bad plugstack.conf arguments: ") + e.what());
+      return -1;
+    }
+    return register_options(sp);
+  });
+}
+
+extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("user_init", [&] {
+    PluginState& st = state();
+    st.active = (st.option_given || st.config.enabled_by_default) && is_job_step(sp);
+    if (!st.active) return 0;
+    try {
+      plan_node(sp);
+    } catch (const std::exception& e) {
+      st.deferred_error = e.what();
+    }
+    return 0;
+  });
+}
+
+extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("task_init", [&] { return state().active ? apply_to_task(sp) : 0; });
+}

@@ -1,0 +1,35 @@
+#pragma once
+// The plugin's process-wide state. slurmstepd forks each task after user_init, so what
+// user_init stores here is what every task_init of this node sees.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/step_plan.hpp"
+
+namespace dtrain::spank {
+
+struct NodeTaskPlan {
+  std::uint32_t global_rank = 0;
+  std::vector<core::EnvVar> env;
+  std::vector<unsigned> cpus;  // planned CPU list (may name CPUs this host lacks)
+};
+
+struct PluginState {
+  core::PluginConfig config;
+  bool option_given = false;
+  core::FrameworkSet option_frameworks;
+
+  // Filled by user_init on each node.
+  bool active = false;
+  std::string deferred_error;  // reported by task_init, since Slurm drops user_init errors
+  std::vector<NodeTaskPlan> tasks;  // index: local task id
+  std::vector<std::string> step_warnings;  // reported once per step (by global rank 0)
+  std::vector<std::string> node_warnings;  // reported once per node (by local task 0)
+};
+
+PluginState& state();
+
+}  // namespace dtrain::spank

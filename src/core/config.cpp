@@ -1,0 +1,150 @@
+#include "core/config.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/parse.hpp"
+
+namespace dtrain::core {
+namespace {
+
+bool parse_switch(std::string_view key, std::string_view value) {
+  if (value == "on" || value == "yes" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "no" || value == "false" || value == "0") return false;
+  throw_invalid("plugstack argument '" + std::string(key) + "': " + quote_for_error(value) +
+                " is not a switch; use on or off");
+}
+
+PortRange parse_port_range(std::string_view value) {
+  const auto dash = value.find('-');
+  if (dash == std::string_view::npos) {
+    throw_invalid("plugstack argument 'ports': " + quote_for_error(value) +
+                  " is not a range; use ports=FIRST-LAST, e.g. ports=20000-59999");
+  }
+  PortRange range;
+  range.first =
+      static_cast<std::uint16_t>(parse_unsigned(value.substr(0, dash), "ports (first)", 1024, 65535));
+  range.last =
+      static_cast<std::uint16_t>(parse_unsigned(value.substr(dash + 1), "ports (last)", 1024, 65535));
+  if (range.last < range.first) {
+    throw_invalid("plugstack argument 'ports': " + quote_for_error(value) +
+                  " ends before it starts; use ports=FIRST-LAST with FIRST <= LAST");
+  }
+  return range;
+}
+
+std::string require_absolute_path(std::string_view key, std::string_view value) {
+  if (value.empty() || value.front() != '/' || value.find('\0') != std::string_view::npos) {
+    throw_invalid("plugstack argument '" + std::string(key) + "': " + quote_for_error(value) +
+                  " must be an absolute path");
+  }
+  require_length(value, key, 4096);
+  return std::string(value);
+}
+
+}  // namespace
+
+FrameworkSet parse_frameworks(std::string_view text) {
+  require_length(text, "framework list", 256);
+  if (text.empty() || text == "all") return FrameworkSet{};
+  FrameworkSet set{false, false, false};
+  for (auto name : split(text, ',')) {
+    if (name == "torch" || name == "pytorch") {
+      set.torch = true;
+    } else if (name == "paddle" || name == "paddlepaddle") {
+      set.paddle = true;
+    } else if (name == "tf" || name == "tensorflow") {
+      set.tf = true;
+    } else if (name == "all") {
+      set = FrameworkSet{};
+    } else {
+      throw_invalid("unknown framework " + quote_for_error(name) + " in " +
+                    quote_for_error(text) + "; valid values: " + std::string(kValidFrameworks));
+    }
+  }
+  return set;
+}
+
+std::string to_string(const FrameworkSet& set) {
+  std::string out;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!out.empty()) out += ',';
+    out += name;
+  };
+  add(set.torch, "torch");
+  add(set.paddle, "paddle");
+  add(set.tf, "tf");
+  return out.empty() ? "none" : out;
+}
+
+PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
+  PluginConfig config;
+  std::vector<std::string> seen;
+  for (const auto& arg : args) {
+    const auto eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw_invalid("plugstack argument " + quote_for_error(arg) +
+                    " is not key=value; valid keys: " + std::string(kPluginKeys));
+    }
+    const std::string key = arg.substr(0, eq);
+    const std::string_view value = std::string_view(arg).substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw_invalid("plugstack argument '" + key + "' is given twice; keep one");
+    }
+    seen.push_back(key);
+    if (key == "enable") {
+      if (value == "always") {
+        config.enabled_by_default = true;
+      } else if (value == "option") {
+        config.enabled_by_default = false;
+      } else {
+        throw_invalid("plugstack argument 'enable': " + quote_for_error(value) +
+                      " is not valid; use enable=option (default) or enable=always");
+      }
+    } else if (key == "frameworks") {
+      config.frameworks = parse_frameworks(value);
+    } else if (key == "ports") {
+      config.ports = parse_port_range(value);
+    } else if (key == "port_block") {
+      config.port_block = static_cast<std::uint32_t>(parse_unsigned(value, "port_block", 2, 4096));
+    } else if (key == "address") {
+      if (value == "ip") {
+        config.address_mode = AddressMode::kAddress;
+      } else if (value == "name") {
+        config.address_mode = AddressMode::kName;
+      } else {
+        throw_invalid("plugstack argument 'address': " + quote_for_error(value) +
+                      " is not valid; use address=ip (default) or address=name");
+      }
+    } else if (key == "suffix") {
+      require_length(value, "suffix", 63);
+      if (value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+          std::string_view::npos) {
+        throw_invalid("plugstack argument 'suffix': " + quote_for_error(value) +
+                      " may hold only letters, digits, '-' and '.'");
+      }
+      config.host_suffix = value;
+    } else if (key == "topology") {
+      config.topology = (value == "live" || value == "none") ? std::string(value)
+                                                             : require_absolute_path(key, value);
+    } else if (key == "env_dir") {
+      config.env_dir = require_absolute_path(key, value);
+    } else if (key == "bind") {
+      config.bind = parse_switch(key, value);
+    } else if (key == "check_ports") {
+      config.check_ports = parse_switch(key, value);
+    } else {
+      throw_invalid("unknown plugstack argument '" + key + "'; valid keys: " +
+                    std::string(kPluginKeys));
+    }
+  }
+  if (config.port_block > config.ports.size()) {
+    throw_invalid("plugstack argument 'port_block' (" + std::to_string(config.port_block) +
+                  ") is larger than the port range (" + std::to_string(config.ports.size()) +
+                  " ports); widen ports= or lower port_block=");
+  }
+  return config;
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,53 @@
+#pragma once
+// The plugin's configuration: plugstack.conf arguments parsed once, unknown keys an error;
+// and the value of the user's --distributed-train option.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtrain::core {
+
+// Which framework families get their variable names exported (DTRAIN_* always are).
+struct FrameworkSet {
+  bool torch = true;
+  bool paddle = true;
+  bool tf = true;
+  bool operator==(const FrameworkSet&) const = default;
+};
+
+inline constexpr std::string_view kValidFrameworks = "torch, paddle, tf (or tensorflow), all";
+
+// "" or "all" -> everything; otherwise a comma-separated list of framework names.
+FrameworkSet parse_frameworks(std::string_view text);
+std::string to_string(const FrameworkSet& set);
+
+enum class AddressMode { kAddress, kName };
+
+struct PortRange {
+  std::uint16_t first = 20000;
+  std::uint16_t last = 59999;
+  std::uint32_t size() const { return static_cast<std::uint32_t>(last) - first + 1; }
+};
+
+struct PluginConfig {
+  bool enabled_by_default = false;  // enable=always makes the option unnecessary
+  FrameworkSet frameworks;          // frameworks=: the set used when the option has no value
+  PortRange ports;                  // ports=A-B: the range for derived ports
+  std::uint32_t port_block = 32;    // port_block=N: ports per step slot in the derived scheme
+  AddressMode address_mode = AddressMode::kAddress;  // address=ip|name
+  std::string host_suffix;          // suffix=-ib: appended to each host name before resolving
+  std::string topology;             // topology=/path.xml | live | none
+  std::string env_dir = "/tmp";     // env_dir=: where oversized values are written, as the user
+  bool bind = true;                 // bind=on|off: GPU/NIC/CPU binding
+  bool check_ports = true;          // check_ports=on|off: warn when a needed port is in use
+};
+
+inline constexpr std::string_view kPluginKeys =
+    "enable, frameworks, ports, port_block, address, suffix, topology, env_dir, bind, check_ports";
+
+// Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
+PluginConfig parse_plugin_args(const std::vector<std::string>& args);
+
+}  // namespace dtrain::core

@@ -1,0 +1,77 @@
+#include "core/netio.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace dtrain::core {
+
+std::string resolve_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0) {
+    throw_invalid("cannot resolve host name '" + host + "': " + gai_strerror(rc) +
+                  "; check the node name, the suffix= setting in plugstack.conf, or use address=name");
+  }
+  std::string best;
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = nullptr;
+    if (ai->ai_family == AF_INET) {
+      raw = &reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr;
+    } else if (ai->ai_family == AF_INET6) {
+      raw = &reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    if (inet_ntop(ai->ai_family, raw, text, sizeof text) == nullptr) continue;
+    if (ai->ai_family == AF_INET) {
+      best = text;
+      break;
+    }
+    if (best.empty()) best = text;
+  }
+  freeaddrinfo(found);
+  if (best.empty()) throw_invalid("host name '" + host + "' has no IPv4 or IPv6 address");
+  return best;
+}
+
+bool port_in_use(const std::string& addr, std::uint16_t port) {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  int family = AF_INET;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  if (inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof *v4;
+  } else if (inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
+    family = AF_INET6;
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof *v6;
+  } else {
+    return false;  // a name, not an address: nothing local to probe
+  }
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // SO_REUSEADDR ignores TIME_WAIT leftovers, so only a live listener counts as "in use".
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool busy = bind(fd, reinterpret_cast<sockaddr*>(&storage), len) != 0 && errno == EADDRINUSE;
+  close(fd);
+  return busy;
+}
+
+}  // namespace dtrain::core

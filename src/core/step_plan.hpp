@@ -1,0 +1,63 @@
+#pragma once
+// Everything the plugin decides for one step on one node, computed once per node:
+// layout, node addresses, ports, endpoint list; then per-task environments derived from it.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/layout.hpp"
+#include "core/ports.hpp"
+
+namespace dtrain::core {
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool keep_user_value = false;  // binding variables: a value the user set wins
+  bool operator==(const EnvVar&) const = default;
+};
+
+// What Slurm tells the plugin about the step, as plain data.
+struct StepInputs {
+  std::uint32_t job_id = 0;
+  std::uint32_t step_id = 0;
+  std::uint32_t node_id = 0;  // this node's index in the step (SLURM_NODEID)
+  StepSpec spec;
+  std::string local_gtids;     // this node's global ranks as Slurm placed them ("0,3,4")
+  std::string reserved_ports;  // SLURM_STEP_RESV_PORTS, empty when none
+};
+
+struct StepPlan {
+  StepLayout layout;
+  std::uint32_t node = 0;
+  std::vector<std::string> node_addresses;  // node index -> address (or name) used in endpoints
+  StepPorts ports;
+  std::string endpoints;  // "addr:port,..." in global-rank order
+  std::string master_addr;
+  std::string tf_cluster;  // TF_CONFIG's "cluster" object, serialised once per step
+  FrameworkSet frameworks;
+  std::vector<std::string> step_warnings;  // identical on every node: report once per step
+};
+
+// Maps a host name (suffix already applied) to the address used in endpoints. Throws
+// dtrain::Error naming the host when it cannot.
+using Resolver = std::function<std::string(const std::string& host)>;
+
+StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
+                   const FrameworkSet& frameworks, const Resolver& resolve);
+
+std::string endpoint_of(const StepPlan& plan, std::uint32_t rank);
+
+// The rank-level variables of one task (DTRAIN_*, and the selected frameworks' names).
+std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_rank);
+
+// Linux refuses execve when one "NAME=value" string exceeds MAX_ARG_STRLEN (32 pages).
+inline constexpr std::size_t kMaxEnvStringBytes = 131072;
+inline bool exceeds_exec_limit(const EnvVar& var) {
+  return var.name.size() + 1 + var.value.size() + 1 > kMaxEnvStringBytes;
+}
+
+}  // namespace dtrain::core
