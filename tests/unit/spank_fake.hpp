@@ -1,0 +1,32 @@
+#pragma once
+// A thin fake of the spank_* and slurm_* functions the plugin calls, so the real SPANK
+// callbacks can be driven without Slurm. Each test configures `fake()` and resets it.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spank/spank_api.hpp"
+
+namespace dtrain::testing {
+
+struct SpankFake {
+  spank_context_t context = S_CTX_REMOTE;
+  std::map<std::string, std::string> job_env;  // what spank_getenv sees; spank_setenv writes
+  std::map<spank_item_t, std::uint32_t> items;
+  std::vector<std::uint32_t> local_to_global;  // S_JOB_LOCAL_TO_GLOBAL_ID
+  int task_id = 0;                             // S_TASK_ID
+  std::vector<struct spank_option*> options;
+  std::vector<std::string> errors;  // slurm_error messages
+  std::vector<std::string> infos;   // slurm_info and slurm_verbose messages
+  int fail_setenv_calls = 0;        // make the next N spank_setenv calls fail
+};
+
+SpankFake& fake();
+void reset_fake();
+
+// The fake's handle; the plugin never dereferences it.
+spank_t handle();
+
+}  // namespace dtrain::testing

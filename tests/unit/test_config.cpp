@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+
+using dtrain::Error;
+using namespace dtrain::core;
+
+namespace {
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse_plugin_args(args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(PluginConfig, DefaultsAreSensible) {
+  const auto c = parse_plugin_args({});
+  EXPECT_FALSE(c.enabled_by_default);
+  EXPECT_EQ(c.frameworks, FrameworkSet{});
+  EXPECT_EQ(c.address_mode, AddressMode::kAddress);
+  EXPECT_EQ(c.ports.first, 20000);
+  EXPECT_TRUE(c.bind);
+}
+
+TEST(PluginConfig, ParsesEveryKey) {
+  const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-30999",
+                                    "port_block=16", "address=name", "suffix=-ib",
+                                    "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp",
+                                    "bind=off", "check_ports=no"});
+  EXPECT_TRUE(c.enabled_by_default);
+  EXPECT_TRUE(c.frameworks.torch);
+  EXPECT_FALSE(c.frameworks.paddle);
+  EXPECT_EQ(c.ports.first, 30000);
+  EXPECT_EQ(c.ports.last, 30999);
+  EXPECT_EQ(c.port_block, 16u);
+  EXPECT_EQ(c.address_mode, AddressMode::kName);
+  EXPECT_EQ(c.host_suffix, "-ib");
+  EXPECT_EQ(c.topology, "/etc/dtrain/dgx.xml");
+  EXPECT_EQ(c.env_dir, "/var/tmp");
+  EXPECT_FALSE(c.bind);
+  EXPECT_FALSE(c.check_ports);
+}
+
+TEST(PluginConfig, ErrorsNameTheKey) {
+  EXPECT_NE(error_of({"colour=blue"}).find("'colour'"), std::string::npos);
+  EXPECT_NE(error_of({"colour=blue"}).find("valid keys"), std::string::npos);
+  EXPECT_NE(error_of({"ports=1-2"}).find("ports"), std::string::npos);
+  EXPECT_NE(error_of({"ports=40000-30000"}).find("'ports'"), std::string::npos);
+  EXPECT_NE(error_of({"ports=30000"}).find("'ports'"), std::string::npos);
+  EXPECT_NE(error_of({"ports=30000-99999"}).find("too large"), std::string::npos);
+  EXPECT_NE(error_of({"enable=sometimes"}).find("'enable'"), std::string::npos);
+  EXPECT_NE(error_of({"address=dns"}).find("'address'"), std::string::npos);
+  EXPECT_NE(error_of({"suffix=a b"}).find("'suffix'"), std::string::npos);
+  EXPECT_NE(error_of({"topology=relative.xml"}).find("absolute path"), std::string::npos);
+  EXPECT_NE(error_of({"bind=maybe"}).find("'bind'"), std::string::npos);
+  EXPECT_NE(error_of({"novalue"}).find("key=value"), std::string::npos);
+  EXPECT_NE(error_of({"=x"}).find("key=value"), std::string::npos);
+  EXPECT_NE(error_of({"bind=on", "bind=off"}).find("twice"), std::string::npos);
+  EXPECT_NE(error_of({"frameworks=mxnet"}).find("valid values"), std::string::npos);
+  EXPECT_NE(error_of({"ports=30000-30010", "port_block=64"}).find("port_block"),
+            std::string::npos);
+}
+
+TEST(Frameworks, ParsesListsAndAliases) {
+  EXPECT_EQ(parse_frameworks(""), FrameworkSet{});
+  EXPECT_EQ(parse_frameworks("all"), FrameworkSet{});
+  EXPECT_EQ(parse_frameworks("tensorflow"), (FrameworkSet{false, false, true}));
+  EXPECT_EQ(parse_frameworks("torch,paddle"), (FrameworkSet{true, true, false}));
+  EXPECT_EQ(to_string(FrameworkSet{true, false, true}), "torch,tf");
+  EXPECT_THROW(parse_frameworks("torch,,tf"), Error);
+  EXPECT_THROW(parse_frameworks("Torch"), Error);
+  EXPECT_THROW(parse_frameworks(std::string(300, 'x')), Error);
+}

@@ -1,0 +1,228 @@
+// Drives the real SPANK callbacks through the spank_* fake.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <slurm/slurm.h>
+
+#include "spank/state.hpp"
+#include "spank_fake.hpp"
+
+using dtrain::testing::fake;
+using dtrain::testing::handle;
+
+namespace {
+
+int call_init(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return slurm_spank_init(handle(), static_cast<int>(argv.size()), argv.data());
+}
+
+class SpankPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dtrain::testing::reset_fake();
+    dtrain::spank::state() = dtrain::spank::PluginState{};
+  }
+
+  // node2 of `srun -N4 -n8`: 4,2,1(x2), so this node runs global ranks 4 and 5.
+  void remote_step_on_node2() {
+    fake().context = S_CTX_REMOTE;
+    fake().items = {{S_JOB_ID, 77},          {S_JOB_STEPID, 0},
+                    {S_JOB_NODEID, 1},       {S_JOB_NNODES, 4},
+                    {S_JOB_TOTAL_TASK_COUNT, 8}, {S_JOB_LOCAL_TASK_COUNT, 2}};
+    fake().local_to_global = {4, 5};
+    fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-4]"},
+                      {"SLURM_STEP_TASKS_PER_NODE", "4,2,1(x2)"},
+                      {"SLURM_DISTRIBUTION", "block"}};
+  }
+
+  int use_option(const char* value) {
+    EXPECT_EQ(fake().options.size(), 1u);
+    return fake().options.at(0)->cb(fake().options[0]->val, value, 1);
+  }
+
+  int task(int local_id, std::uint32_t global) {
+    fake().task_id = local_id;
+    fake().items[S_TASK_GLOBAL_ID] = global;
+    return slurm_spank_task_init(handle(), 0, nullptr);
+  }
+
+  bool logged(const std::string& needle) {
+    for (const auto& e : fake().errors) {
+      if (e.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_F(SpankPlugin, RegistersTheOptionWithOptionalValue) {
+  fake().context = S_CTX_LOCAL;
+  ASSERT_EQ(call_init({}), 0);
+  ASSERT_EQ(fake().options.size(), 1u);
+  EXPECT_STREQ(fake().options[0]->name, "distributed-train");
+  EXPECT_EQ(fake().options[0]->has_arg, 2);
+}
+
+TEST_F(SpankPlugin, BadOptionValueFailsInSrunListingValidValues) {
+  fake().context = S_CTX_LOCAL;
+  ASSERT_EQ(call_init({}), 0);
+  EXPECT_EQ(use_option("torch,caffe"), -1);
+  ASSERT_EQ(fake().errors.size(), 1u);
+  EXPECT_NE(fake().errors[0].find("dtrain: "), std::string::npos);
+  EXPECT_NE(fake().errors[0].find("'caffe'"), std::string::npos);
+  EXPECT_NE(fake().errors[0].find("torch, paddle, tf"), std::string::npos);
+  EXPECT_EQ(use_option("torch,paddle"), 0);
+}
+
+TEST_F(SpankPlugin, BadPlugstackArgumentFailsAtLoadNamingTheKey) {
+  fake().context = S_CTX_REMOTE;
+  EXPECT_EQ(call_init({"ports=30000-20000"}), -1);
+  EXPECT_TRUE(logged("'ports'"));
+  fake().errors.clear();
+  EXPECT_EQ(call_init({"colour=blue"}), -1);
+  EXPECT_TRUE(logged("unknown plugstack argument 'colour'"));
+}
+
+TEST_F(SpankPlugin, SlurmdContextIsIgnored) {
+  fake().context = S_CTX_SLURMD;
+  EXPECT_EQ(call_init({"colour=blue"}), 0);
+  EXPECT_TRUE(fake().options.empty());
+}
+
+TEST_F(SpankPlugin, WithoutTheOptionNothingChanges) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  const auto before = fake().job_env;
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 4), 0);
+  EXPECT_EQ(fake().job_env, before);
+  EXPECT_TRUE(fake().errors.empty());
+}
+
+TEST_F(SpankPlugin, ExportsEveryFamilyForEachTask) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(1, 5), 0) << (fake().errors.empty() ? "" : fake().errors[0]);
+  auto& env = fake().job_env;
+  EXPECT_EQ(env["DTRAIN_RANK"], "5");
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["PADDLE_TRAINER_ID"], "5");
+  EXPECT_EQ(env["MASTER_ADDR"], "node1");
+  const std::string endpoints = env["DTRAIN_ENDPOINTS"];
+  EXPECT_EQ(env["PADDLE_TRAINER_ENDPOINTS"], endpoints);
+  EXPECT_EQ(env["DTRAIN_CURRENT_ENDPOINT"].rfind("node2:", 0), 0u);
+  EXPECT_NE(env["TF_CONFIG"].find(R"("index":5)"), std::string::npos);
+  EXPECT_NE(env["MASTER_PORT"], "");
+}
+
+TEST_F(SpankPlugin, FrameworkSelectionLimitsTheNames) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option("paddle"), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 4), 0);
+  EXPECT_EQ(fake().job_env.count("RANK"), 0u);
+  EXPECT_EQ(fake().job_env.count("TF_CONFIG"), 0u);
+  EXPECT_EQ(fake().job_env["PADDLE_TRAINER_ID"], "4");
+  EXPECT_EQ(fake().job_env["DTRAIN_RANK"], "4");
+}
+
+TEST_F(SpankPlugin, UserInitErrorsAreReportedByTaskInit) {
+  remote_step_on_node2();
+  fake().local_to_global = {4, 6};  // Slurm says otherwise than the derived layout
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  EXPECT_TRUE(fake().errors.empty());
+  EXPECT_EQ(task(0, 4), -1);
+  EXPECT_TRUE(logged("layout mismatch")) << (fake().errors.empty() ? "" : fake().errors[0]);
+  EXPECT_TRUE(logged("[4,6]"));
+  EXPECT_EQ(fake().job_env.count("RANK"), 0u);
+}
+
+TEST_F(SpankPlugin, UnresolvableSuffixFailsTheTaskNamingTheHost) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"suffix=-nonexistent-ib.invalid"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  EXPECT_EQ(task(0, 4), -1);
+  EXPECT_TRUE(logged("node1-nonexistent-ib.invalid"));
+}
+
+TEST_F(SpankPlugin, SpankFailuresBecomeErrorsNotExceptions) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  fake().fail_setenv_calls = 1;
+  EXPECT_EQ(task(0, 4), -1);
+  EXPECT_TRUE(logged("spank_setenv"));
+  fake().items.erase(S_JOB_STEPID);
+  EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), -1);
+}
+
+TEST_F(SpankPlugin, TaskStartedOutOfPlanIsRefused) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  EXPECT_EQ(task(0, 5), -1);
+  EXPECT_EQ(task(7, 5), -1);
+}
+
+TEST_F(SpankPlugin, BatchStepIsLeftAlone) {
+  remote_step_on_node2();
+  fake().items[S_JOB_STEPID] = SLURM_BATCH_SCRIPT;
+  ASSERT_EQ(call_init({"address=name", "enable=always"}), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 4), 0);
+  EXPECT_EQ(fake().job_env.count("RANK"), 0u);
+}
+
+TEST_F(SpankPlugin, OversizedValuesGoToFilesAndTheTaskStillStarts) {
+  // 16384 ranks on 4 nodes with a long suffix: the endpoint list is far over 128 KiB.
+  fake().context = S_CTX_REMOTE;
+  fake().items = {{S_JOB_ID, 78},           {S_JOB_STEPID, 3},
+                  {S_JOB_NODEID, 0},        {S_JOB_NNODES, 4},
+                  {S_JOB_TOTAL_TASK_COUNT, 16384}, {S_JOB_LOCAL_TASK_COUNT, 4096}};
+  for (std::uint32_t i = 0; i < 4096; ++i) fake().local_to_global.push_back(i);
+  fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-4]"},
+                    {"SLURM_STEP_TASKS_PER_NODE", "4096(x4)"}};
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("dtrain-spank-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(call_init({"address=name", "suffix=-a-rather-long-interconnect-name",
+                       "ports=20000-40000", "env_dir=" + dir.string()}),
+            0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 0), 0) << (fake().errors.empty() ? "" : fake().errors[0]);
+  auto& env = fake().job_env;
+  EXPECT_EQ(env.count("DTRAIN_ENDPOINTS"), 0u);
+  ASSERT_EQ(env.count("DTRAIN_ENDPOINTS_FILE"), 1u);
+  ASSERT_EQ(env.count("TF_CONFIG_FILE"), 1u);
+  std::ifstream file(env["DTRAIN_ENDPOINTS_FILE"]);
+  std::string endpoints((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_GT(endpoints.size(), 131072u);
+  EXPECT_EQ(std::count(endpoints.begin(), endpoints.end(), ','), 16383);
+  EXPECT_EQ(endpoints.rfind("node1-a-rather-long-interconnect-name:", 0), 0u);
+  EXPECT_TRUE(logged("DTRAIN_ENDPOINTS"));  // the once-per-step warning from rank 0
+  struct stat st {};
+  ASSERT_EQ(stat(std::filesystem::path(env["DTRAIN_ENDPOINTS_FILE"]).parent_path().c_str(), &st),
+            0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,221 @@
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/env_spill.hpp"
+#include "core/error.hpp"
+#include "core/netio.hpp"
+#include "core/ports.hpp"
+#include "core/step_plan.hpp"
+
+using dtrain::Error;
+using namespace dtrain::core;
+
+namespace {
+
+StepInputs step(const std::string& nodes, const std::string& tpn, const std::string& dist,
+                std::uint32_t nnodes, std::uint32_t ntasks, std::uint32_t node,
+                const std::string& gtids) {
+  StepInputs in;
+  in.job_id = 1234;
+  in.step_id = 1;
+  in.node_id = node;
+  in.spec.nodelist = nodes;
+  in.spec.tasks_per_node = tpn;
+  in.spec.distribution = parse_distribution(dist);
+  in.spec.nnodes = nnodes;
+  in.spec.ntasks = ntasks;
+  in.local_gtids = gtids;
+  return in;
+}
+
+std::string value_of(const std::vector<EnvVar>& env, const std::string& name) {
+  for (const auto& v : env) {
+    if (v.name == name) return v.value;
+  }
+  return "<unset>";
+}
+
+std::string fake_resolve(const std::string& host) { return "10.0.0." + host.substr(4); }
+
+}  // namespace
+
+TEST(Ports, DerivedPortsAreDeterministicAndSeparateFromTheMaster) {
+  const PortRange range{20000, 59999};
+  const auto a = plan_ports(range, 32, 1234, 1, 8, "");
+  const auto b = plan_ports(range, 32, 1234, 1, 8, "");
+  EXPECT_EQ(a.endpoint_ports, b.endpoint_ports);
+  EXPECT_EQ(a.source, PortSource::kDerived);
+  ASSERT_EQ(a.endpoint_ports.size(), 8u);
+  for (std::size_t i = 1; i < 8; ++i) EXPECT_EQ(a.endpoint_ports[i], a.endpoint_ports[0] + i);
+  EXPECT_EQ(a.master, a.endpoint_ports[0] + 8);
+  EXPECT_GE(a.endpoint_ports[0], 20000);
+  EXPECT_LE(a.master, 59999);
+}
+
+TEST(Ports, ConcurrentJobsGetDisjointPorts) {
+  const PortRange range{20000, 59999};
+  std::set<std::uint16_t> used;
+  for (std::uint32_t job = 5000; job < 5100; ++job) {
+    for (std::uint32_t stepid = 0; stepid < 4; ++stepid) {
+      const auto p = plan_ports(range, 32, job, stepid, 8, "");
+      for (auto port : p.endpoint_ports) EXPECT_TRUE(used.insert(port).second) << job;
+      EXPECT_TRUE(used.insert(p.master).second);
+    }
+  }
+}
+
+TEST(Ports, ManyTasksSpanSeveralBlocks) {
+  const auto p = plan_ports(PortRange{20000, 20999}, 32, 7, 0, 100, "");
+  EXPECT_EQ(p.endpoint_ports.size(), 100u);
+  EXPECT_LE(p.master, 20999);
+  EXPECT_THROW(plan_ports(PortRange{20000, 20063}, 32, 7, 0, 100, ""), Error);
+}
+
+TEST(Ports, ReservedPortsWinWhenThereAreEnough) {
+  const auto p = plan_ports(PortRange{}, 32, 1, 0, 4, "12000-12003,12010");
+  EXPECT_EQ(p.source, PortSource::kReserved);
+  EXPECT_EQ(p.endpoint_ports, (std::vector<std::uint16_t>{12000, 12001, 12002, 12003}));
+  EXPECT_EQ(p.master, 12010);
+  const auto few = plan_ports(PortRange{}, 32, 1, 0, 4, "12000-12001");
+  EXPECT_EQ(few.source, PortSource::kDerived);
+  EXPECT_NE(few.note.find("--resv-ports=5"), std::string::npos);
+  EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12000-x"), Error);
+  EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12005-12000"), Error);
+}
+
+TEST(StepPlan, EndpointsAreInRankOrderAndIdenticalOnEveryNode) {
+  PluginConfig config;
+  const FrameworkSet all;
+  std::string first;
+  const std::vector<std::string> gtids = {"0,3,4", "1", "2"};
+  for (std::uint32_t node = 0; node < 3; ++node) {
+    const auto plan = plan_step(step("node[1-3]", "3,1(x2)", "cyclic", 3, 5, node, gtids[node]),
+                                config, all, fake_resolve);
+    if (node == 0) first = plan.endpoints;
+    EXPECT_EQ(plan.endpoints, first);
+  }
+  const auto plan = plan_step(step("node[1-3]", "3,1(x2)", "cyclic", 3, 5, 0, "0,3,4"), config,
+                              all, fake_resolve);
+  const auto p = plan.ports.endpoint_ports;
+  const std::string expected = "10.0.0.1:" + std::to_string(p[0]) + ",10.0.0.2:" +
+                               std::to_string(p[0]) + ",10.0.0.3:" + std::to_string(p[0]) +
+                               ",10.0.0.1:" + std::to_string(p[1]) + ",10.0.0.1:" +
+                               std::to_string(p[2]);
+  EXPECT_EQ(plan.endpoints, expected);
+  EXPECT_EQ(plan.master_addr, "10.0.0.1");
+}
+
+TEST(StepPlan, RankEnvironmentCarriesEveryContractName) {
+  PluginConfig config;
+  config.address_mode = AddressMode::kName;
+  config.host_suffix = "-ib";
+  const auto plan = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, "4,5"), config,
+                              FrameworkSet{}, fake_resolve);
+  const auto env = rank_environment(plan, 5);
+  EXPECT_EQ(value_of(env, "DTRAIN_RANK"), "5");
+  EXPECT_EQ(value_of(env, "DTRAIN_LOCAL_RANK"), "1");
+  EXPECT_EQ(value_of(env, "DTRAIN_LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(value_of(env, "DTRAIN_NODE_RANK"), "1");
+  EXPECT_EQ(value_of(env, "DTRAIN_NNODES"), "4");
+  EXPECT_EQ(value_of(env, "MASTER_ADDR"), "node1-ib");
+  EXPECT_EQ(value_of(env, "GROUP_WORLD_SIZE"), "4");
+  EXPECT_EQ(value_of(env, "ROLE_WORLD_SIZE"), "8");
+  EXPECT_EQ(value_of(env, "PADDLE_RANK_IN_NODE"), "1");
+  EXPECT_EQ(value_of(env, "PADDLE_LOCAL_SIZE"), "2");
+  EXPECT_EQ(value_of(env, "PADDLE_NNODES"), "4");
+  EXPECT_EQ(value_of(env, "PADDLE_MASTER"),
+            "node1-ib:" + std::to_string(plan.ports.master));
+  const std::string current =
+      "node2-ib:" + std::to_string(plan.ports.endpoint_ports[1]);
+  EXPECT_EQ(value_of(env, "DTRAIN_CURRENT_ENDPOINT"), current);
+  EXPECT_EQ(value_of(env, "PADDLE_CURRENT_ENDPOINT"), current);
+  const auto tf = value_of(env, "TF_CONFIG");
+  EXPECT_EQ(tf.rfind(R"({"cluster":{"worker":["node1-ib:)", 0), 0u) << tf;
+  EXPECT_NE(tf.find(R"("task":{"type":"worker","index":5}})"), std::string::npos) << tf;
+}
+
+TEST(StepPlan, Ipv6AddressesAreBracketed) {
+  PluginConfig config;
+  const auto plan = plan_step(step("n[1-2]", "1(x2)", "block", 2, 2, 0, "0"), config,
+                              FrameworkSet{}, [](const std::string&) { return std::string("fd00::1"); });
+  EXPECT_EQ(plan.endpoints.rfind("[fd00::1]:", 0), 0u);
+}
+
+TEST(StepPlan, GtidsMismatchStopsThePlan) {
+  PluginConfig config;
+  EXPECT_THROW(plan_step(step("node[1-3]", "3,1(x2)", "block", 3, 5, 0, "0,3,4"), config,
+                         FrameworkSet{}, fake_resolve),
+               Error);
+  EXPECT_THROW(plan_step(step("node[1-3]", "3,1(x2)", "block", 3, 5, 9, "0"), config,
+                         FrameworkSet{}, fake_resolve),
+               Error);
+}
+
+TEST(Netio, ResolvesLocalhostAndNamesTheBadHost) {
+  EXPECT_EQ(resolve_host("localhost").rfind("127.", 0) == 0 || resolve_host("localhost") == "::1",
+            true);
+  try {
+    resolve_host("no-such-host.invalid");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-host.invalid"), std::string::npos);
+  }
+}
+
+TEST(Netio, DetectsAListeningPort) {
+  // Bind an ephemeral port on loopback, then ask.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const auto port = ntohs(addr.sin_port);
+  EXPECT_TRUE(port_in_use("127.0.0.1", port));
+  close(fd);
+  EXPECT_FALSE(port_in_use("127.0.0.1", port));
+  EXPECT_FALSE(port_in_use("not-an-address", port));
+}
+
+TEST(EnvSpill, OnlyOversizedValuesMoveAndSharedOnesAreWrittenOnce) {
+  const auto base = std::filesystem::temp_directory_path() /
+                    ("dtrain-spill-" + std::to_string(getpid()));
+  std::filesystem::create_directories(base);
+  const auto dir = make_step_env_dir(base.string(), 5, 2);
+  EXPECT_EQ(dir, base.string() + "/dtrain-" + std::to_string(getuid()) + "-5.2");
+  EXPECT_EQ(make_step_env_dir(base.string(), 5, 2), dir);  // reusable
+  const std::string big(kMaxEnvStringBytes, 'e');
+  std::vector<std::vector<EnvVar>> tasks = {
+      {{"SMALL", "1"}, {"BIG", big}, {"PER_TASK", big + "0"}},
+      {{"SMALL", "1"}, {"BIG", big}, {"PER_TASK", big + "1"}}};
+  const auto names = spill_oversized(tasks, {10, 11}, dir);
+  EXPECT_EQ(names, (std::vector<std::string>{"BIG", "PER_TASK"}));
+  EXPECT_EQ(tasks[0][0].name, "SMALL");
+  EXPECT_EQ(tasks[0][1].name, "BIG_FILE");
+  EXPECT_EQ(tasks[1][1].value, tasks[0][1].value);
+  EXPECT_NE(tasks[1][2].value, tasks[0][2].value);
+  std::ifstream in(tasks[1][2].value);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, big + "1");
+  // A file, or a directory someone else made, is refused.
+  std::ofstream(base / "trap").put('x');
+  EXPECT_THROW(make_step_env_dir((base / "trap").string(), 1, 1), Error);
+  std::filesystem::permissions(dir, std::filesystem::perms::all);
+  EXPECT_THROW(make_step_env_dir(base.string(), 5, 2), Error);
+  std::filesystem::remove_all(base);
+}
+
+TEST(EnvSpill, LimitMatchesExecve) {
+  EXPECT_FALSE(exceeds_exec_limit({"A", std::string(kMaxEnvStringBytes - 3, 'x')}));
+  EXPECT_TRUE(exceeds_exec_limit({"A", std::string(kMaxEnvStringBytes - 2, 'x')}));
+}
