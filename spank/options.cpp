@@ -1,5 +1,7 @@
 #include "spank/options.hpp"
 
+#include <string_view>
+
 #include "core/error.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/state.hpp"
@@ -10,7 +12,9 @@ namespace {
 // Runs in srun/sbatch (where a bad value stops the launch) and again in slurmstepd.
 int on_distributed_train(int /*val*/, const char* optarg, int /*remote*/) noexcept {
   try {
-    state().option_frameworks = core::parse_frameworks(optarg ? optarg : "");
+    // sbatch forwards a value-less option to srun through the environment as "(null)".
+    const std::string_view value = (optarg && std::string_view(optarg) != "(null)") ? optarg : "";
+    state().option_frameworks = core::parse_frameworks(value);
     state().option_given = true;
     return 0;
   } catch (const std::exception& e) {

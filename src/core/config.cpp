@@ -23,9 +23,9 @@ PortRange parse_port_range(std::string_view value) {
   }
   PortRange range;
   range.first =
-      static_cast<std::uint16_t>(parse_unsigned(value.substr(0, dash), "ports (first)", 1024, 65535));
+      static_cast<std::uint16_t>(parse_unsigned(value.substr(0, dash), "plugstack argument 'ports' (first port)", 1024, 65535));
   range.last =
-      static_cast<std::uint16_t>(parse_unsigned(value.substr(dash + 1), "ports (last)", 1024, 65535));
+      static_cast<std::uint16_t>(parse_unsigned(value.substr(dash + 1), "plugstack argument 'ports' (last port)", 1024, 65535));
   if (range.last < range.first) {
     throw_invalid("plugstack argument 'ports': " + quote_for_error(value) +
                   " ends before it starts; use ports=FIRST-LAST with FIRST <= LAST");
@@ -107,7 +107,7 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
     } else if (key == "ports") {
       config.ports = parse_port_range(value);
     } else if (key == "port_block") {
-      config.port_block = static_cast<std::uint32_t>(parse_unsigned(value, "port_block", 2, 4096));
+      config.port_block = static_cast<std::uint32_t>(parse_unsigned(value, "plugstack argument 'port_block'", 2, 4096));
     } else if (key == "address") {
       if (value == "ip") {
         config.address_mode = AddressMode::kAddress;
@@ -118,7 +118,7 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
                       " is not valid; use address=ip (default) or address=name");
       }
     } else if (key == "suffix") {
-      require_length(value, "suffix", 63);
+      require_length(value, "plugstack argument 'suffix'", 200);
       if (value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
           std::string_view::npos) {
         throw_invalid("plugstack argument 'suffix': " + quote_for_error(value) +

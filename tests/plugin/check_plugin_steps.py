@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Cluster checks of the SPANK plugin: runs real srun/sbatch steps with the plugin loaded and
+checks every task's environment against what Slurm really did.
+
+Usage: check_plugin_steps.py CHECK [srun options...]
+Needs SLURM_CONF and DTRAIN_CLUSTER_DIR (source the cluster's env.sh), and DTRAIN_PLUGIN (the
+built spank_dtrain.so). Checks that change plugstack.conf restore it when they finish.
+"""
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORTER = os.path.join(HERE, "report_task_env.py")
+STATE = os.environ["DTRAIN_CLUSTER_DIR"]
+PLUGSTACK = os.path.join(STATE, "plugstack.conf")
+PLUGIN = os.environ["DTRAIN_PLUGIN"]
+TIMEOUT = 120
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(cond, message):
+    if not cond:
+        raise CheckFailed(message)
+
+
+def run(cmd, check=True, **kw):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, **kw)
+    if check and proc.returncode != 0:
+        raise CheckFailed(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def report_dir():
+    return tempfile.mkdtemp(prefix="reports-", dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE))
+
+
+def reports(directory):
+    found = []
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name)) as f:
+            found.append(json.load(f))
+    shutil.rmtree(directory)
+    return sorted(found, key=lambda r: int(r["SLURM_PROCID"]))
+
+
+class plugstack_args:
+    """Temporarily loads the plugin with other plugstack.conf arguments."""
+
+    def __init__(self, *args):
+        self.line = " ".join(["required", PLUGIN, *args]) + "\n"
+
+    def __enter__(self):
+        with open(PLUGSTACK) as f:
+            self.saved = f.read()
+        with open(PLUGSTACK, "w") as f:
+            f.write(self.line)
+
+    def __exit__(self, *exc):
+        with open(PLUGSTACK, "w") as f:
+            f.write(self.saved)
+
+
+def endpoint_list(r):
+    return r.get("DTRAIN_ENDPOINTS") or r["DTRAIN_ENDPOINTS_FILE:content"]
+
+
+def check_step(tasks, expect_frameworks=("torch", "paddle", "tf")):
+    """The contract: the promises of issue #3, checked task by task."""
+    n = len(tasks)
+    expect(n > 0, "no task reported")
+    world = int(tasks[0]["DTRAIN_WORLD_SIZE"])
+    expect(world == n, f"DTRAIN_WORLD_SIZE={world} but {n} tasks ran")
+    ranks = sorted(int(t["DTRAIN_RANK"]) for t in tasks)
+    expect(ranks == list(range(n)), f"ranks are not a permutation of 0..{n-1}: {ranks}")
+    endpoints = endpoint_list(tasks[0])
+    by_rank = {int(t["DTRAIN_RANK"]): t for t in tasks}
+    hosts = collections.OrderedDict()
+    for t in tasks:
+        rank = int(t["DTRAIN_RANK"])
+        expect(rank == int(t["SLURM_PROCID"]), f"DTRAIN_RANK={rank} but SLURM_PROCID={t['SLURM_PROCID']}")
+        expect(endpoint_list(t) == endpoints, f"rank {rank} holds a different endpoint list")
+        expect(int(t["DTRAIN_LOCAL_RANK"]) == int(t["SLURM_LOCALID"]),
+               f"rank {rank}: DTRAIN_LOCAL_RANK={t['DTRAIN_LOCAL_RANK']} SLURM_LOCALID={t['SLURM_LOCALID']}")
+        expect(int(t["DTRAIN_NODE_RANK"]) == int(t["SLURM_NODEID"]),
+               f"rank {rank}: DTRAIN_NODE_RANK={t['DTRAIN_NODE_RANK']} SLURM_NODEID={t['SLURM_NODEID']}")
+        hosts.setdefault(int(t["SLURM_NODEID"]), []).append(t)
+        if "torch" in expect_frameworks:
+            expect(t["RANK"] == t["DTRAIN_RANK"] and t["WORLD_SIZE"] == str(n), f"rank {rank}: torch names wrong")
+            expect(t["LOCAL_RANK"] == t["DTRAIN_LOCAL_RANK"], f"rank {rank}: LOCAL_RANK wrong")
+            expect(t["GROUP_RANK"] == t["DTRAIN_NODE_RANK"], f"rank {rank}: GROUP_RANK wrong")
+            expect(t["MASTER_ADDR"] == tasks[0]["MASTER_ADDR"], f"rank {rank}: MASTER_ADDR differs")
+        if "paddle" in expect_frameworks:
+            expect(t["PADDLE_TRAINER_ID"] == t["DTRAIN_RANK"], f"rank {rank}: PADDLE_TRAINER_ID wrong")
+            expect(t["PADDLE_CURRENT_ENDPOINT"] == t["DTRAIN_CURRENT_ENDPOINT"], f"rank {rank}: paddle endpoint")
+        if "tf" in expect_frameworks and "TF_CONFIG" in t:
+            tf = json.loads(t["TF_CONFIG"])
+            expect(tf["task"] == {"type": "worker", "index": rank}, f"rank {rank}: TF_CONFIG task {tf['task']}")
+            expect(",".join(tf["cluster"]["worker"]) == endpoints, f"rank {rank}: TF_CONFIG workers differ")
+    # Endpoint r names the host that really ran rank r, and local ranks index the ports.
+    entries = endpoints.split(",")
+    expect(len(entries) == n, f"{len(entries)} endpoints for {n} ranks")
+    for rank, entry in enumerate(entries):
+        addr, port = entry.rsplit(":", 1)
+        t = by_rank[rank]
+        expect(addr in (t["host_addr"], t["host"]),
+               f"endpoint {rank} is {entry} but rank {rank} ran on {t['host']} ({t['host_addr']})")
+        expect(t["DTRAIN_CURRENT_ENDPOINT"] == entry, f"rank {rank}: current endpoint {t['DTRAIN_CURRENT_ENDPOINT']} != {entry}")
+    for node, node_tasks in hosts.items():
+        locals_ = sorted(int(t["DTRAIN_LOCAL_RANK"]) for t in node_tasks)
+        expect(locals_ == list(range(len(node_tasks))), f"node {node}: local ranks {locals_}")
+        for t in node_tasks:
+            expect(int(t["DTRAIN_LOCAL_WORLD_SIZE"]) == len(node_tasks), f"node {node}: local world size")
+            expect(len({x["host"] for x in node_tasks}) == 1, f"node {node} ran on several hosts")
+    master_port = int(tasks[0]["DTRAIN_MASTER_PORT"])
+    ports = {int(e.rsplit(":", 1)[1]) for e in entries}
+    expect(master_port not in ports, f"master port {master_port} is also an endpoint port")
+    expect(tasks[0]["DTRAIN_MASTER_ADDR"] == entries[0].rsplit(":", 1)[0], "master is not on rank 0's node")
+    return entries
+
+
+def srun_step(args, option="--distributed-train"):
+    out = report_dir()
+    proc = run(["srun", *([option] if option else []), *args, "/usr/bin/python3", REPORTER, out])
+    return reports(out), proc
+
+
+def check_layout(args):
+    tasks, _ = srun_step(args)
+    entries = check_step(tasks)
+    print(f"dtrain: ok: srun {' '.join(args)}: {len(tasks)} ranks, endpoints {','.join(entries)}")
+
+
+def check_frameworks():
+    only, _ = srun_step(["-N2", "-n2"], option="--distributed-train=paddle")
+    check_step(only, expect_frameworks=("paddle",))
+    for t in only:
+        expect("RANK" not in t and "TF_CONFIG" not in t, "torch/tf names exported for paddle only")
+        expect("PADDLE_TRAINER_ID" in t and "DTRAIN_RANK" in t, "paddle names missing")
+    plain, _ = srun_step(["-N2", "-n2"], option=None)
+    expect(len(plain) == 2, "the plain step did not run")
+    for t in plain:
+        expect(not any(k.startswith("DTRAIN_") for k in t), "variables exported without the option")
+    print("dtrain: ok: framework selection and no-option steps")
+
+
+def check_sbatch():
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE)) as tmp:
+        script = os.path.join(tmp, "job.sh")
+        out = os.path.join(tmp, "job.out")
+        out_dir = report_dir()
+        with open(script, "w") as f:
+            f.write("#!/bin/bash\n#SBATCH -N4 -n8\n#SBATCH --distributed-train\n"
+                    f"srun /usr/bin/python3 {REPORTER} {out_dir}\n"
+                    f"srun -n4 -m cyclic /usr/bin/python3 {REPORTER} {out_dir}\n")
+        run(["sbatch", "--wait", "-o", out, script])
+        with open(out) as f:
+            lines = f.read()
+        all_tasks = reports(out_dir)
+        by_step = collections.defaultdict(list)
+        for t in all_tasks:
+            by_step[t["SLURM_STEP_ID"]].append(t)
+        expect(len(by_step) == 2, f"expected 2 steps in the batch job, got {sorted(by_step)}:\n{lines}")
+        for step, tasks in sorted(by_step.items()):
+            check_step(sorted(tasks, key=lambda r: int(r["SLURM_PROCID"])))
+    print("dtrain: ok: #SBATCH --distributed-train reaches plain srun steps")
+
+
+def check_concurrent():
+    dirs = [report_dir(), report_dir()]
+    cmd = lambda d: ["srun", "--distributed-train", "-N4", "-n8", "--oversubscribe", "/usr/bin/python3", "-c",
+                     f"import subprocess,time; subprocess.run(['/usr/bin/python3','{REPORTER}','{d}']); time.sleep(3)"]
+    first = subprocess.Popen(cmd(dirs[0]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(cmd(dirs[1]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out1, err1 = first.communicate(timeout=TIMEOUT)
+    out2, err2 = second.communicate(timeout=TIMEOUT)
+    expect(first.returncode == 0 and second.returncode == 0, f"a job failed:\n{err1}\n{err2}")
+    a, b = reports(dirs[0]), reports(dirs[1])
+    expect(a[0]["SLURM_JOB_ID"] != b[0]["SLURM_JOB_ID"], "the two steps ran in one job")
+    used = lambda tasks: {(e.rsplit(":", 1)[0], int(e.rsplit(":", 1)[1])) for e in endpoint_list(tasks[0]).split(",")} | \
+        {(tasks[0]["DTRAIN_MASTER_ADDR"], int(tasks[0]["DTRAIN_MASTER_PORT"]))}
+    overlap = used(a) & used(b)
+    expect(not overlap, f"jobs {a[0]['SLURM_JOB_ID']} and {b[0]['SLURM_JOB_ID']} share ports {sorted(overlap)}")
+    print(f"dtrain: ok: concurrent jobs {a[0]['SLURM_JOB_ID']} and {b[0]['SLURM_JOB_ID']} use disjoint ports")
+
+
+def check_bad_option():
+    proc = run(["srun", "--distributed-train=torch,mxnet", "-N1", "-n1", "true"], check=False)
+    expect(proc.returncode != 0, "a bad option value was accepted")
+    expect("dtrain: --distributed-train: unknown framework 'mxnet'" in proc.stderr, proc.stderr)
+    expect("valid values: torch, paddle, tf" in proc.stderr, proc.stderr)
+    expect("srun: Required node not available" not in proc.stderr and "launch" not in proc.stdout, proc.stderr)
+    print("dtrain: ok: a bad option value fails in srun, listing the valid values")
+
+
+def check_bad_plugstack():
+    for args, needle in ((["colour=red"], "unknown plugstack argument 'colour'"),
+                         (["ports=9-1"], "'ports'")):
+        with plugstack_args(*args):
+            proc = run(["srun", "-N1", "-n1", "true"], check=False)
+        expect(proc.returncode != 0, f"plugstack {args} was accepted")
+        expect(needle in proc.stderr, f"expected {needle!r} in:\n{proc.stderr}")
+    print("dtrain: ok: bad plugstack.conf arguments fail at plugin load, naming the key")
+
+
+def check_unresolvable_suffix():
+    with plugstack_args("suffix=-no-such-net"):
+        out = report_dir()
+        proc = run(["srun", "--distributed-train", "-N2", "-n2", "/usr/bin/python3", REPORTER, out], check=False)
+    expect(proc.returncode != 0, "a step with unresolvable names ran")
+    expect("cannot resolve host name 'node1-no-such-net'" in proc.stderr, proc.stderr)
+    expect(not reports(out), "a task started although its endpoints could not be resolved")
+    print("dtrain: ok: an unresolvable host-name suffix fails the step before the program starts, naming the host")
+
+
+def check_oversized():
+    # 600 ranks with a 200-byte suffix: each endpoint is ~210 bytes, the list ~126 KiB, and
+    # TF_CONFIG's quoted list ~128 KiB: past Linux's 131072-byte limit for one string.
+    suffix = "-" + "x" * 199
+    with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off"):
+        proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/usr/bin/python3", "-c",
+                    "import os,sys; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); "
+                    "assert 'DTRAIN_ENDPOINTS' not in os.environ; "
+                    "assert e.split(',')[int(os.environ['DTRAIN_RANK'])]==os.environ['DTRAIN_CURRENT_ENDPOINT']; "
+                    "print('STARTED', os.environ['DTRAIN_RANK'], len(e))"], check=False)
+    started = [l for l in proc.stdout.splitlines() if l.startswith("STARTED")]
+    expect(proc.returncode == 0, f"oversized step failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    expect(len(started) == 640, f"{len(started)} of 640 tasks started")
+    size = int(started[0].split()[2])
+    expect(size > 131072, f"endpoint list only {size} bytes")
+    warnings = proc.stderr.count("exceed Linux's 131072-byte limit")
+    expect(warnings == 1, f"expected one warning per step, got {warnings}:\n{proc.stderr[-2000:]}")
+    print(f"dtrain: ok: a {size}-byte endpoint list went to DTRAIN_ENDPOINTS_FILE, all 640 tasks started, one warning")
+
+
+CHECKS = {
+    "layout": check_layout,
+    "frameworks": check_frameworks,
+    "sbatch": check_sbatch,
+    "concurrent": check_concurrent,
+    "bad-option": check_bad_option,
+    "bad-plugstack": check_bad_plugstack,
+    "unresolvable-suffix": check_unresolvable_suffix,
+    "oversized": check_oversized,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in CHECKS:
+        print(f"usage: {sys.argv[0]} {{{'|'.join(CHECKS)}}} [srun args]", file=sys.stderr)
+        sys.exit(2)
+    try:
+        fn = CHECKS[sys.argv[1]]
+        fn(sys.argv[2:]) if sys.argv[1] == "layout" else fn()
+    except CheckFailed as e:
+        print(f"dtrain: check failed: {e}", file=sys.stderr)
+        sys.exit(1)
