@@ -1,0 +1,589 @@
+#!/usr/bin/env bash
+# A real four-node Slurm cluster on one machine, for dtrain's cluster tests and demos.
+#
+# slurmctld and four slurmd (node1..node4) run from Debian's Slurm packages. Each daemon lives in
+# its own mount and UTS namespace with its own hostname, /tmp and /dev/shm, as on real nodes;
+# without that, PMIx directories and Open MPI shared-memory segments of different "nodes" collide.
+# Every node gets its own loopback address (nodeN = 127.0.1.N) through a bind-mounted hosts file.
+# All state lives under the state directory; nothing is written to the host's /tmp.
+set -euo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo_root=$(dirname "$script_dir")
+readonly script_dir repo_root
+readonly nodes=(node1 node2 node3 node4)
+readonly ctld_hostname=dtrain-ctld
+
+usage() {
+  cat <<EOF
+Usage: $(basename "$0") {up|down|status|restart|ps} [options]
+
+Runs a local four-node Slurm cluster for dtrain's cluster tests: node[1-4] with 4 CPUs each in
+one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,2,1(x2) and two
+such jobs run at the same time. Every node has its own hostname, /tmp, /dev/shm and address
+(nodeN = 127.0.1.N). slurmctld listens on 127.0.0.1; slurmd, slurmstepd and srun listen on the
+wildcard address (why: generate_conf in this script) but only ever contact 127.x addresses.
+
+Commands:
+  up        start the cluster unless it already runs with the same configuration, then wait
+            until all four nodes are idle; recovers from crashed daemons and stale state
+  down      stop every daemon, step and task of this state directory
+  status    print each daemon and sinfo; exit status 0 only when all daemons run
+  restart   down, then up
+  ps        list every process of the cluster, one per line: NAME PID COMMAND ARGS..., where
+            NAME is slurmctld or the node (node1..node4) whose namespaces the process lives in
+
+Options:
+  --state-dir DIR      where all state lives (default: \$DTRAIN_CLUSTER_DIR, else
+                       <repo>/build/cluster); must not be under /tmp, which is private per node
+  --plugstack FILE     PlugStackConfig to use (default: DIR/plugstack.conf, created empty)
+  --port-base N        slurmctld listens on N, slurmd of nodeK on N+K (default: derived from
+                       the state directory, in 20000-28990, so two state dirs can coexist)
+  --resv-ports A-B     set MpiParams=ports=A-B (Slurm reserved ports); default: not set
+  --no-resv-ports      remove a previously set --resv-ports
+  --timeout SECONDS    how long up waits for idle nodes (default: 60)
+  -h, --help           print this help
+
+Options given to up are remembered in DIR/cluster.options for later up/restart calls.
+Clients source DIR/env.sh, which exports SLURM_CONF and loopback-only Open MPI settings:
+  $(basename "$0") up && . "\${DTRAIN_CLUSTER_DIR:-$repo_root/build/cluster}/env.sh" && srun -N4 -n8 hostname
+EOF
+}
+
+die() {
+  echo "dtrain: $*" >&2
+  exit 1
+}
+
+note() {
+  echo "dtrain: $*"
+}
+
+subcommand=""
+state_dir="${DTRAIN_CLUSTER_DIR:-$repo_root/build/cluster}"
+opt_plugstack=""
+opt_port_base=""
+opt_resv_ports=""
+opt_no_resv_ports=0
+wait_timeout=60
+
+parse_args() {
+  while (($#)); do
+    case "$1" in
+      up | down | status | restart | ps)
+        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps"
+        subcommand="$1"
+        ;;
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout)
+        (($# >= 2)) || die "option $1 needs a value; see --help"
+        case "$1" in
+          --state-dir) state_dir="$2" ;;
+          --plugstack) opt_plugstack="$2" ;;
+          --port-base) opt_port_base="$2" ;;
+          --resv-ports) opt_resv_ports="$2" ;;
+          --timeout) wait_timeout="$2" ;;
+        esac
+        shift
+        ;;
+      --no-resv-ports) opt_no_resv_ports=1 ;;
+      -h | --help)
+        usage
+        exit 0
+        ;;
+      *) die "unknown argument '$1'; see --help" ;;
+    esac
+    shift
+  done
+  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps (see --help)"
+  [[ "$wait_timeout" =~ ^[1-9][0-9]{0,3}$ ]] || die "--timeout '$wait_timeout' is not a number of seconds in 1-9999"
+}
+
+# Resolves the state directory and the paths inside it. Refuses /tmp: every node has a private
+# /tmp, so files there would be invisible to the daemons.
+setup_paths() {
+  state_dir=$(realpath -m -- "$state_dir")
+  case "$state_dir/" in
+    /tmp/* | /dev/shm/*) die "state directory '$state_dir' is under /tmp or /dev/shm, which every node has privately; pick a directory elsewhere, e.g. the build tree" ;;
+  esac
+  if [[ "$subcommand" == up || "$subcommand" == restart ]]; then
+    mkdir -p "$state_dir" || die "cannot create state directory '$state_dir'"
+  elif [[ ! -d "$state_dir" ]]; then
+    note "no cluster state in '$state_dir'; nothing runs there"
+    [[ "$subcommand" == down ]] && exit 0
+    exit 1
+  fi
+  conf="$state_dir/slurm.conf"
+  hosts_file="$state_dir/hosts"
+  env_file="$state_dir/env.sh"
+  options_file="$state_dir/cluster.options"
+  run_dir="$state_dir/run"
+  log_dir="$state_dir/log"
+  tmp_root="$state_dir/tmp"
+}
+
+# Serialises up/down/restart on one state directory (two ctest runs, a test and a shell).
+# Everything started while holding it closes fd 9, or a daemon would hold the lock for ever.
+lock_state_dir() {
+  exec 9>"$state_dir/.lock"
+  flock -w 180 9 || die "another cluster.sh holds $state_dir/.lock for over 180s; is an up or down stuck?"
+}
+
+require_environment() {
+  ((EUID == 0)) || die "cluster.sh must run as root (slurmd needs namespaces and mounts); rerun with sudo"
+  local tool
+  for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare setsid flock ss; do
+    command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2"
+  done
+}
+
+# Options persist so that a later `up` or `restart` without options keeps the same cluster.
+load_options() {
+  local saved_plugstack="" saved_port_base="" saved_resv_ports=""
+  if [[ -f "$options_file" ]]; then
+    # shellcheck disable=SC1090
+    source <(grep -E '^saved_(plugstack|port_base|resv_ports)=' "$options_file")
+  fi
+  plugstack="${opt_plugstack:-${saved_plugstack:-$state_dir/plugstack.conf}}"
+  port_base="${opt_port_base:-${saved_port_base:-}}"
+  resv_ports="${opt_resv_ports:-${saved_resv_ports:-}}"
+  ((opt_no_resv_ports == 0)) || resv_ports=""
+
+  if [[ -z "$port_base" ]]; then
+    local checksum
+    checksum=$(printf '%s' "$state_dir" | cksum | cut -d' ' -f1)
+    port_base=$((20000 + (checksum % 900) * 10))
+  fi
+  if [[ ! "$port_base" =~ ^[1-9][0-9]{3,4}$ ]] || ((port_base < 1024 || port_base + ${#nodes[@]} > 65535)); then
+    die "--port-base '$port_base' must be a number with it and the next ${#nodes[@]} ports in 1024-65535"
+  fi
+  if [[ -n "$resv_ports" ]]; then
+    [[ "$resv_ports" =~ ^([0-9]+)-([0-9]+)$ ]] || die "--resv-ports '$resv_ports' is not a range A-B, e.g. 41000-41999"
+    local low=${BASH_REMATCH[1]} high=${BASH_REMATCH[2]}
+    ((low >= 1024 && low < high && high <= 65535)) ||
+      die "--resv-ports '$resv_ports' needs 1024 <= A < B <= 65535"
+    ((high < port_base || low > port_base + ${#nodes[@]})) ||
+      die "--resv-ports '$resv_ports' overlaps the daemon ports $port_base-$((port_base + ${#nodes[@]})); move one of them"
+  fi
+  if [[ -n "$opt_plugstack" ]]; then
+    [[ -f "$opt_plugstack" ]] || die "--plugstack '$opt_plugstack' is not a file; create it or omit the option"
+  fi
+  if [[ "$plugstack" == /* ]]; then :; else plugstack="$PWD/$plugstack"; fi
+}
+
+save_options() {
+  {
+    echo "# Written by slurm/cluster.sh: the options of the last up, reused by later calls."
+    printf 'saved_plugstack=%q\n' "$plugstack"
+    printf 'saved_port_base=%q\n' "$port_base"
+    printf 'saved_resv_ports=%q\n' "$resv_ports"
+  } >"$options_file"
+}
+
+ensure_munge() {
+  if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+    return
+  fi
+  [[ -f /etc/munge/munge.key ]] || die "munge is not running and /etc/munge/munge.key is missing; create it with 'mungekey --create' (package munge)"
+  note "starting munged"
+  mkdir -p /run/munge
+  chown munge:munge /run/munge
+  # --force: a munged killed earlier leaves its socket behind, which would stop a plain start.
+  su -s /bin/sh munge -c '/usr/sbin/munged --force </dev/null >/dev/null 2>&1' 9>&- ||
+    die "munged failed to start; see /var/log/munge/munged.log"
+  local tries
+  for ((tries = 0; tries < 50; tries++)); do
+    if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+      return
+    fi
+    sleep 0.2
+  done
+  die "munged started but does not answer; see /var/log/munge/munged.log"
+}
+
+write_hosts_file() {
+  {
+    echo "# Written by slurm/cluster.sh: bind-mounted over /etc/hosts inside every node and slurmctld."
+    echo "127.0.0.1 localhost $ctld_hostname"
+    echo "::1 localhost ip6-localhost ip6-loopback"
+    local index
+    for index in "${!nodes[@]}"; do
+      echo "127.0.1.$((index + 1)) ${nodes[index]}"
+    done
+  } >"$hosts_file.new"
+  mv "$hosts_file.new" "$hosts_file"
+}
+
+# Prints slurm.conf for the current options on stdout.
+#
+# NoCtldInAddrAny keeps slurmctld on 127.0.0.1 (its namespace hostname). slurmd, slurmstepd and
+# srun must listen on the wildcard address instead (no NoInAddrAny): with NoInAddrAny an srun binds
+# its I/O and response sockets to the address of its own hostname, while slurmstepd connects back
+# to the source address of srun's launch request, which the kernel picks from the loopback route
+# (127.0.0.1). For an srun on a node (inside a batch script: node1 = 127.0.1.1) the two differ, the
+# step's I/O connection is refused and srun hangs. Every address that is ever contacted is still a
+# 127.x one: NodeAddr, SlurmctldHost, and srun's reply address, which is the loopback source.
+generate_conf() {
+  cat <<EOF
+# Written by slurm/cluster.sh; regenerated on every up. Do not edit: pass options instead.
+ClusterName=dtrain
+SlurmctldHost=$ctld_hostname(127.0.0.1)
+SlurmctldPort=$port_base
+SlurmdPort=$((port_base + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+CommunicationParameters=NoCtldInAddrAny
+StateSaveLocation=$state_dir/ctld
+SlurmctldPidFile=$run_dir/slurmctld.pid
+SlurmctldLogFile=$log_dir/slurmctld.log
+SlurmdSpoolDir=$state_dir/spool/%n
+SlurmdPidFile=$run_dir/slurmd.%n.pid
+SlurmdLogFile=$log_dir/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=$plugstack
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+MpiDefault=none
+EOF
+  if [[ -n "$resv_ports" ]]; then
+    echo "MpiParams=ports=$resv_ports"
+  fi
+  # Slurm's block layout gives the first node as many CPUs as the job may use there while leaving
+  # one for each remaining node, so 4 CPUs per node is what makes `srun -N4 -n8` the uneven
+  # 4,2,1(x2) (with 8 it would be 5,1(x3)). FORCE:2 lets two jobs share each CPU: two concurrent
+  # jobs run at once on the same nodes, each with the layout it would get alone.
+  cat <<EOF
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MailProg=/bin/true
+ReturnToService=2
+KillWait=2
+MessageTimeout=10
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=30
+MinJobAge=10
+NodeName=DEFAULT CPUs=4 State=UNKNOWN
+EOF
+  local index
+  for index in "${!nodes[@]}"; do
+    echo "NodeName=${nodes[index]} NodeHostname=${nodes[index]} NodeAddr=127.0.1.$((index + 1)) Port=$((port_base + index + 1))"
+  done
+  echo "PartitionName=main Nodes=node[1-${#nodes[@]}] Default=YES MaxTime=INFINITE OverSubscribe=FORCE:2 State=UP"
+}
+
+write_env_file() {
+  cat >"$env_file.new" <<EOF
+# Written by slurm/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
+export DTRAIN_CLUSTER_DIR='$state_dir'
+export SLURM_CONF='$conf'
+# Keep Open MPI on IPv4 loopback and off UCX/OFI, which would probe the other interfaces. (Its TCP
+# BTL still listens on the wildcard addresses, which Open MPI 4.1 cannot restrict, but it only
+# ever connects to the nodes' 127.x addresses.)
+export OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_btl=self,vader,tcp
+export OMPI_MCA_btl_tcp_disable_family=6
+export OMPI_MCA_pml=ob1
+export OMPI_MCA_osc='^ucx'
+EOF
+  mv "$env_file.new" "$env_file"
+}
+
+# The daemons, each with the directory bound on its /tmp. That bind is how every process of this
+# cluster is recognised later (daemons, slurmstepd, tasks), even after a crash left no pid file.
+daemon_names() {
+  echo slurmctld "${nodes[@]/#/slurmd.}"
+}
+
+daemon_tmp_dir() {
+  case "$1" in
+    slurmctld) echo "$tmp_root/ctld" ;;
+    slurmd.*) echo "$tmp_root/${1#slurmd.}" ;;
+  esac
+}
+
+file_identity() {
+  stat -L -c '%d:%i' "$1" 2>/dev/null
+}
+
+# Prints "NAME PID" for every process inside the namespaces of this state directory's daemons
+# (NAME: slurmctld or nodeN): the daemons, their slurmstepd, batch scripts, sruns run there, tasks.
+namespace_processes() {
+  local -A names=()
+  local name dir identity path
+  for name in $(daemon_names); do
+    dir=$(daemon_tmp_dir "$name")
+    if identity=$(file_identity "$dir"); then
+      names[$identity]=${name#slurmd.}
+    fi
+  done
+  ((${#names[@]})) || return 0
+  # One stat for all processes; the kernel resolves each /proc/PID/root in its own namespace.
+  # It fails for processes that exit meanwhile, which are no longer of interest.
+  { stat -L -c '%d:%i %n' /proc/[0-9]*/root/tmp 2>/dev/null || true; } | while read -r identity path; do
+    if [[ -n "${names[$identity]:-}" ]]; then
+      path=${path#/proc/}
+      echo "${names[$identity]} ${path%%/*}"
+    fi
+  done
+}
+
+# Prints the pids of all processes that belong to this state directory.
+cluster_pids() {
+  {
+    namespace_processes | cut -d' ' -f2
+    # Daemons started some other way but still on this state directory's configuration.
+    local pid_dir comm cmdline
+    for pid_dir in /proc/[0-9]*; do
+      { read -r comm <"$pid_dir/comm"; } 2>/dev/null || continue
+      [[ "$comm" == slurm* ]] || continue
+      cmdline=$({ tr '\0' ' ' <"$pid_dir/cmdline"; } 2>/dev/null) || continue
+      if [[ " $cmdline " == *" $conf "* ]]; then
+        echo "${pid_dir#/proc/}"
+      fi
+    done
+  } | sort -un | grep -vx "$$" || true
+}
+
+stop_cluster() {
+  local pids pid comm
+  pids=$(cluster_pids)
+  if [[ -n "$pids" ]]; then
+    note "stopping $(wc -w <<<"$pids") processes of $state_dir"
+    # The daemons get SIGTERM to shut down in order (slurmctld stops its own slurmscriptd); steps
+    # and tasks of a stopped cluster are useless, and slurmstepd ignores SIGTERM: SIGKILL at once.
+    for pid in $pids; do
+      { read -r comm <"/proc/$pid/comm"; } 2>/dev/null || continue
+      case "$comm" in
+        slurmctld | slurmd) kill -TERM "$pid" 2>/dev/null || true ;;
+        slurmscriptd) ;;
+        *) kill -KILL "$pid" 2>/dev/null || true ;;
+      esac
+    done
+    local tries
+    for ((tries = 0; tries < 30; tries++)); do
+      pids=$(cluster_pids)
+      [[ -n "$pids" ]] || break
+      sleep 0.1
+    done
+    if [[ -n "$pids" ]]; then
+      # shellcheck disable=SC2086
+      kill -KILL $pids 2>/dev/null || true
+      for ((tries = 0; tries < 50; tries++)); do
+        pids=$(cluster_pids)
+        [[ -n "$pids" ]] || break
+        sleep 0.1
+      done
+      [[ -z "$pids" ]] || die "processes $pids of $state_dir survive SIGKILL"
+    fi
+  fi
+  rm -f "$run_dir"/*.pid
+}
+
+# Pid of a running daemon of this cluster, from its pid file; fails when it is not running.
+daemon_pid() {
+  local name="$1" pid
+  pid=$(cat "$run_dir/$name.pid" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "${name%%.*}" ]] || return 1
+  [[ "$(file_identity "/proc/$pid/root/tmp")" == "$(file_identity "$(daemon_tmp_dir "$name")")" ]] || return 1
+  echo "$pid"
+}
+
+all_daemons_running() {
+  local name
+  for name in $(daemon_names); do
+    daemon_pid "$name" >/dev/null || return 1
+  done
+}
+
+port_in_use() {
+  [[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
+}
+
+log_tails() {
+  local file
+  for file in "$log_dir"/*.log "$log_dir"/*.stdio; do
+    [[ -s "$file" ]] || continue
+    echo "----- tail of $file"
+    tail -n 15 "$file"
+  done
+}
+
+# Starts one daemon in fresh mount and UTS namespaces; it daemonizes and writes its pid file.
+# setsid detaches it from the caller's session (ctest, a shell), and stdio goes to a file so that
+# no caller waits on our pipes; the file keeps what a daemon says before its log file is open.
+start_daemon() {
+  local name="$1" hostname_in_ns="$2" tmp_dir
+  tmp_dir=$(daemon_tmp_dir "$name")
+  local -a daemon_cmd
+  if [[ "$name" == slurmctld ]]; then
+    # -c: start clean instead of looking for state files that start_cluster removed.
+    daemon_cmd=(slurmctld -c -f "$conf")
+  else
+    daemon_cmd=(slurmd -f "$conf" -N "$hostname_in_ns")
+  fi
+  # shellcheck disable=SC2016 # the inner script expands its own positional parameters
+  setsid unshare --mount --uts --propagation private -- /bin/sh -c '
+    set -e
+    hostname "$1"
+    mount --bind "$2" /etc/hosts
+    mount --bind "$3" /tmp
+    mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
+    shift 3
+    exec "$@"' sh "$hostname_in_ns" "$hosts_file" "$tmp_dir" "${daemon_cmd[@]}" \
+    </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
+}
+
+wait_until_idle() {
+  local deadline=$((SECONDS + wait_timeout)) states="" name
+  while ((SECONDS < deadline)); do
+    for name in $(daemon_names); do
+      daemon_pid "$name" >/dev/null || {
+        log_tails >&2
+        die "$name of $state_dir exited during startup; see the log tails above and $log_dir"
+      }
+    done
+    states=$(SLURM_CONF="$conf" sinfo -h -N -o '%N=%T' 2>/dev/null | sort -u | tr '\n' ' ') || states=""
+    if [[ "$(grep -o '=idle' <<<"$states" | wc -l)" -eq ${#nodes[@]} ]]; then
+      return
+    fi
+    sleep 0.3
+  done
+  log_tails >&2
+  die "nodes of $state_dir not idle after ${wait_timeout}s (states: ${states:-no answer from slurmctld}); see the log tails above and $log_dir"
+}
+
+start_cluster() {
+  local port
+  for ((port = port_base; port <= port_base + ${#nodes[@]}; port++)); do
+    if port_in_use "$port"; then
+      die "port $port is already in use (another cluster or service?); choose other ports with --port-base N"
+    fi
+  done
+  note "starting slurmctld and ${#nodes[@]} slurmd (ports $port_base-$((port_base + ${#nodes[@]})))"
+  # A fresh start: no job, step socket or credential from an earlier run may survive.
+  rm -rf "$state_dir/ctld" "$state_dir/spool" "$tmp_root"
+  mkdir -p "$state_dir/ctld" "$run_dir" "$log_dir"
+  # Fresh logs too, so that their tails show this start only.
+  rm -f "$log_dir"/*.log "$log_dir"/*.stdio
+  local name node
+  for name in $(daemon_names); do
+    mkdir -p "$(daemon_tmp_dir "$name")"
+    chmod 1777 "$(daemon_tmp_dir "$name")"
+  done
+  for node in "${nodes[@]}"; do
+    mkdir -p "$state_dir/spool/$node"
+  done
+
+  start_daemon slurmctld "$ctld_hostname"
+  for node in "${nodes[@]}"; do
+    start_daemon "slurmd.$node" "$node"
+  done
+  # The pid files appear once each daemon has read its configuration.
+  local tries
+  for ((tries = 0; tries < 100; tries++)); do
+    all_daemons_running && return
+    sleep 0.1
+  done
+  log_tails >&2
+  die "daemons of $state_dir did not start; see the log tails above and $log_dir"
+}
+
+cmd_up() {
+  local started=$SECONDS
+  mkdir -p "$run_dir" "$log_dir"
+  if [[ ! -e "$plugstack" ]]; then
+    [[ "$plugstack" == "$state_dir/plugstack.conf" ]] || die "PlugStackConfig '$plugstack' does not exist; create it or pass --plugstack"
+    : >"$plugstack"
+  fi
+  write_hosts_file
+  write_env_file
+  generate_conf >"$conf.new"
+  ensure_munge
+
+  if all_daemons_running && cmp -s "$conf" "$conf.new"; then
+    rm -f "$conf.new"
+    note "cluster of $state_dir already running"
+  else
+    stop_cluster
+    mv "$conf.new" "$conf"
+    start_cluster
+  fi
+  wait_until_idle
+  save_options
+  note "cluster up in $((SECONDS - started))s; use it with: source $env_file"
+}
+
+cmd_status() {
+  local name pid exit_status=0
+  for name in $(daemon_names); do
+    if pid=$(daemon_pid "$name"); then
+      printf '%-14s running (pid %s)\n' "$name" "$pid"
+    else
+      printf '%-14s stopped\n' "$name"
+      exit_status=1
+    fi
+  done
+  if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+    printf '%-14s running\n' munged
+  else
+    printf '%-14s not answering\n' munged
+    exit_status=1
+  fi
+  if ((exit_status == 0)); then
+    SLURM_CONF="$conf" sinfo || exit_status=1
+  fi
+  return "$exit_status"
+}
+
+# One line per process of the cluster, "NAME PID COMMAND ARGS...", sorted by NAME and pid.
+cmd_ps() {
+  local name pid comm args
+  namespace_processes | sort -k1,1 -k2,2n | while read -r name pid; do
+    { read -r comm <"/proc/$pid/comm"; } 2>/dev/null || continue
+    args=$({ tr '\0' ' ' <"/proc/$pid/cmdline" | sed 's/ *$//'; } 2>/dev/null) || continue
+    echo "$name $pid ${comm// /_} $args"
+  done
+}
+
+main() {
+  parse_args "$@"
+  setup_paths
+  case "$subcommand" in
+    up)
+      require_environment
+      lock_state_dir
+      load_options
+      cmd_up
+      ;;
+    down)
+      require_environment
+      lock_state_dir
+      stop_cluster
+      note "cluster of $state_dir is down"
+      ;;
+    restart)
+      require_environment
+      lock_state_dir
+      load_options
+      stop_cluster
+      cmd_up
+      ;;
+    status) cmd_status ;;
+    ps)
+      require_environment
+      cmd_ps
+      ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The README's two set-up commands for a fresh Debian 12 machine (run as root):
+#   slurm/quickstart.sh demo   install, build, start the local 4-node cluster, run the demo
+#   slurm/quickstart.sh test   install, build (normal and ASan+UBSan), run every test
+# Both are safe to rerun. The build trees are build/ and build-asan/ in the repository.
+set -euo pipefail
+
+readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+readonly build="${DTRAIN_BUILD_DIR:-$repo/build}"
+readonly build_asan="${DTRAIN_ASAN_BUILD_DIR:-$repo/build-asan}"
+readonly jobs="${DTRAIN_JOBS:-$(nproc)}"
+
+# One list, used by both commands and by CI.
+readonly debian_packages=(
+  build-essential cmake ninja-build pkg-config git
+  slurmctld slurmd slurm-client libslurm-dev munge
+  libpmix-dev libopenmpi-dev openmpi-bin
+  libhwloc-dev hwloc
+  nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-venv python3-pip python3-torch
+  iproute2 procps util-linux
+)
+
+usage() {
+  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+note() { echo "dtrain: $*"; }
+
+install_deps() {
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "dtrain: installing packages needs root; run as root or with sudo" >&2
+    exit 2
+  fi
+  note "installing Debian packages (${#debian_packages[@]})"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${debian_packages[@]}" >/dev/null
+}
+
+configure_and_build() {
+  local dir=$1
+  shift
+  note "building in $dir"
+  cmake -S "$repo" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+}
+
+cluster_up() {
+  "$repo/slurm/cluster.sh" up --state-dir "$build/cluster"
+  printf 'required %s\n' "$build/spank/spank_dtrain.so" >"$build/cluster/plugstack.conf"
+}
+
+run_demo() {
+  install_deps
+  configure_and_build "$build" -DCMAKE_BUILD_TYPE=Release
+  cluster_up
+  # shellcheck disable=SC1091
+  source "$build/cluster/env.sh"
+  exec "$repo/slurm/demo.sh" "$build"
+}
+
+run_tests() {
+  install_deps
+  configure_and_build "$build_asan" -DCMAKE_BUILD_TYPE=Debug -DDTRAIN_SANITIZE=ON \
+    -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_WITH_NCCL=OFF
+  note "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+  ctest --test-dir "$build_asan" -L unit --output-on-failure -j "$jobs"
+  configure_and_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  note "all tests: unit, cluster (the local Slurm cluster starts and stops itself), gpu"
+  ctest --test-dir "$build" --output-on-failure
+}
+
+case "${1:-}" in
+  demo) run_demo ;;
+  test) run_tests ;;
+  -h | --help) usage ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac

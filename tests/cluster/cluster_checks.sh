@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# Checks of the local Slurm cluster itself (slurm/cluster.sh): cluster_checks.sh CHECK
+# Runs with the cluster's env.sh sourced (see run_with_cluster_env.sh). Each check prints what it
+# saw and fails with a message naming the difference.
+set -euo pipefail
+
+cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
+readonly cluster_sh
+: "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
+
+fail() {
+  echo "dtrain: $*" >&2
+  exit 1
+}
+
+expect_equal() {
+  local what="$1" actual="$2" expected="$3"
+  [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
+  echo "ok: $what = $actual"
+}
+
+# Runs one step; every task prints one line of facts about itself, sorted by global rank:
+#   rank node hostname step_tasks_per_node step_nodelist tmp_identity shm_device own_address node3_address
+run_step() {
+  # shellcheck disable=SC2016 # expanded by each task
+  srun --kill-on-bad-exit=1 "$@" bash -c '
+    own=$(getent ahostsv4 "$(hostname)" | awk "NR == 1 { print \$1 }")
+    node3=$(getent ahostsv4 node3 | awk "NR == 1 { print \$1 }")
+    echo "$SLURM_PROCID $SLURMD_NODENAME $(hostname) $SLURM_STEP_TASKS_PER_NODE $SLURM_STEP_NODELIST" \
+      "$(stat -c %d:%i /tmp) $(stat -c %d /dev/shm) ${own:-none} ${node3:-none}"' | sort -n
+}
+
+# "node1:0,1,2,3 node2:4,5 ..." in the step's node order, from run_step's output.
+ranks_by_node() {
+  local tasks="$1" node ranks result=""
+  for node in $(scontrol show hostnames "$(awk 'NR == 1 { print $5 }' <<<"$tasks")"); do
+    ranks=$(awk -v node="$node" '$2 == node { print $1 }' <<<"$tasks" | paste -sd,)
+    result+="${result:+ }$node:$ranks"
+  done
+  echo "$result"
+}
+
+distinct() {
+  awk -v column="$2" '{ print $column }' <<<"$1" | sort -u | wc -l
+}
+
+# The nodes must look like separate machines: own hostname, /tmp, /dev/shm and loopback address.
+check_node_isolation() {
+  local tasks="$1" nodes="$2"
+  awk '$2 != $3 { exit 1 }' <<<"$tasks" || fail "a task's hostname differs from SLURMD_NODENAME:"$'\n'"$tasks"
+  expect_equal "distinct hostnames" "$(distinct "$tasks" 3)" "$nodes"
+  expect_equal "distinct /tmp directories" "$(distinct "$tasks" 6)" "$nodes"
+  expect_equal "distinct /dev/shm mounts" "$(distinct "$tasks" 7)" "$nodes"
+  awk '$8 != "127.0.1." substr($2, 5) { exit 1 }' <<<"$tasks" ||
+    fail "a node's own name does not resolve to 127.0.1.N inside it:"$'\n'"$tasks"
+  awk '$9 != "127.0.1.3" { exit 1 }' <<<"$tasks" ||
+    fail "node3 does not resolve to 127.0.1.3 on every node:"$'\n'"$tasks"
+  echo "ok: every node has its own hostname, /tmp, /dev/shm and 127.0.1.N address"
+}
+
+check_block_layout() {
+  local tasks
+  tasks=$(run_step -N4 -n8)
+  echo "$tasks"
+  expect_equal "task count" "$(wc -l <<<"$tasks")" 8
+  check_node_isolation "$tasks" 4
+  expect_equal "SLURM_STEP_TASKS_PER_NODE (all tasks)" "$(awk '{ print $4 }' <<<"$tasks" | sort -u)" "4,2,1(x2)"
+  expect_equal "ranks per node" "$(ranks_by_node "$tasks")" "node1:0,1,2,3 node2:4,5 node3:6 node4:7"
+}
+
+check_cyclic_layout() {
+  local tasks first_node
+  tasks=$(run_step -N3 -n5 -m cyclic)
+  echo "$tasks"
+  expect_equal "task count" "$(wc -l <<<"$tasks")" 5
+  check_node_isolation "$tasks" 3
+  expect_equal "SLURM_STEP_TASKS_PER_NODE (all tasks)" "$(awk '{ print $4 }' <<<"$tasks" | sort -u)" "3,1(x2)"
+  first_node=$(scontrol show hostnames "$(awk 'NR == 1 { print $5 }' <<<"$tasks")" | head -n 1)
+  expect_equal "ranks on the first node ($first_node)" \
+    "$(awk -v node="$first_node" '$2 == node { print $1 }' <<<"$tasks" | paste -sd,)" "0,3,4"
+  expect_equal "ranks per node" "$(ranks_by_node "$tasks")" "node1:0,3,4 node2:1 node3:2"
+}
+
+# Both jobs' tasks leave a marker and wait until all tasks of the other job have left theirs, so
+# the check passes only when the two jobs really run at the same time.
+check_concurrent_jobs() {
+  local meeting_dir
+  meeting_dir=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" concurrent.XXXXXX)
+  # shellcheck disable=SC2064 # the local variable is gone when the trap runs
+  trap "rm -rf -- $(printf %q "$meeting_dir")" EXIT
+  mkdir "$meeting_dir/markers"
+  # shellcheck disable=SC2016 # expanded by each task
+  local -a job_step=(srun --kill-on-bad-exit=1 -N4 -n4 bash -c '
+    touch "$0/$1.$SLURM_PROCID"
+    for ((i = 0; i < 300; i++)); do
+      (($(ls "$0" | grep -c "^$2\\.") == 4)) && { echo "$1 $SLURM_PROCID $(hostname) $SLURM_JOB_ID $SLURM_JOB_NODELIST"; exit 0; }
+      sleep 0.1
+    done
+    echo "dtrain: job $1 task $SLURM_PROCID on $(hostname) never saw job $2 running" >&2
+    exit 1')
+  "${job_step[@]}" "$meeting_dir/markers" first second >"$meeting_dir/first.out" &
+  local first_pid=$!
+  local second_status=0 first_status=0
+  "${job_step[@]}" "$meeting_dir/markers" second first >"$meeting_dir/second.out" || second_status=$?
+  wait "$first_pid" || first_status=$?
+  cat "$meeting_dir/first.out" "$meeting_dir/second.out"
+  ((first_status == 0 && second_status == 0)) ||
+    fail "the two jobs did not run at the same time (exit statuses $first_status and $second_status)"
+  expect_equal "distinct jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $4 }' | sort -u | wc -l)" 2
+  expect_equal "node lists of both jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $5 }' | sort -u)" "node[1-4]"
+  expect_equal "hosts of both jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $3 }' | sort -u | paste -sd,)" \
+    "node1,node2,node3,node4"
+}
+
+# "slurmctld:PID slurmd.node1:PID ..." for the daemons that run.
+daemon_pids() {
+  "$cluster_sh" status --state-dir "$DTRAIN_CLUSTER_DIR" |
+    awk '/running \(pid/ { sub(/\)/, "", $4); print $1 ":" $4 }' | paste -sd' '
+}
+
+check_hostname_step() {
+  expect_equal "hosts of srun -N4 -n4 hostname" "$(srun --kill-on-bad-exit=1 -N4 -n4 hostname | sort | paste -sd,)" \
+    "node1,node2,node3,node4"
+}
+
+check_up_idempotent() {
+  local before after
+  before=$(daemon_pids)
+  "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
+  "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
+  after=$(daemon_pids)
+  expect_equal "daemons running" "$(wc -w <<<"$after")" 5
+  expect_equal "daemon pids after two more up calls" "$after" "$before"
+  check_hostname_step
+}
+
+# Kills every daemon with SIGKILL while a step runs, as a crash would, and expects up to clear the
+# orphaned steps and tasks and bring back a working cluster.
+check_crash_recovery() {
+  local before after probe="dtrain-crash-probe-$$" tries
+  before=$(daemon_pids)
+  expect_equal "daemons running" "$(wc -w <<<"$before")" 5
+  srun -N4 -n4 bash -c "exec -a $probe sleep 600" &
+  local step_pid=$!
+  for ((tries = 0; tries < 300 && $(pgrep -fc "^$probe" || true) < 4; tries++)); do
+    sleep 0.1
+  done
+  expect_equal "tasks of the running step" "$(pgrep -fc "^$probe" || true)" 4
+  # shellcheck disable=SC2046
+  kill -KILL $(tr ' ' '\n' <<<"$before" | cut -d: -f2)
+  kill -KILL "$step_pid"
+  wait "$step_pid" 2>/dev/null || true
+  if "$cluster_sh" status --state-dir "$DTRAIN_CLUSTER_DIR"; then
+    fail "status reports a cluster whose daemons were killed as running"
+  fi
+  "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
+  expect_equal "tasks of the crashed step left after up" "$(pgrep -fc "^$probe" || true)" 0
+  after=$(daemon_pids)
+  expect_equal "daemons running after up" "$(wc -w <<<"$after")" 5
+  check_hostname_step
+}
+
+# Sets the global work_dir to a fresh directory under the state directory (every node sees it;
+# /tmp would be per node). When the check ends, the directory is removed and the job whose id is
+# in $work_dir/job_id is cancelled: a failed or interrupted check leaves no job behind.
+make_work_dir() {
+  work_dir=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" "$1.XXXXXX")
+  trap remove_work_dir EXIT
+}
+
+remove_work_dir() {
+  if [[ -s "$work_dir/job_id" ]]; then
+    scancel "$(cat "$work_dir/job_id")" 2>/dev/null || true
+  fi
+  rm -rf -- "$work_dir"
+}
+
+# srun inside a batch script runs on node1 (127.0.1.1) and must get its steps' I/O, including an
+# MPI step over PMIx, from every node.
+check_sbatch_steps() {
+  local mpi_check="$1" status=0
+  [[ -x "$mpi_check" ]] || fail "MPI check program '$mpi_check' is not executable; build target dtrain_mpi_allreduce_check"
+  make_work_dir sbatch-steps
+  # shellcheck disable=SC2016 # expanded by the batch script and its tasks
+  printf '%s\n' '#!/bin/bash' '#SBATCH -N4 -n8 -t 2' 'set -euo pipefail' \
+    'echo "batch start on $(hostname)"' \
+    'srun --kill-on-bad-exit=1 bash -c '\''echo "plain step $SLURM_STEP_ID rank $SLURM_PROCID on $(hostname)"'\' \
+    "srun --mpi=pmix --kill-on-bad-exit=1 $(printf %q "$mpi_check") --ranks 8 --hosts 4" \
+    'echo "batch done"' >"$work_dir/job.sh"
+  # --wait: sbatch returns once the job ended, with the batch script's exit status.
+  sbatch --wait --parsable -D "$work_dir" -o "$work_dir/out" "$work_dir/job.sh" >"$work_dir/job_id" || status=$?
+  cat "$work_dir/out"
+  ((status == 0)) || fail "batch job $(cat "$work_dir/job_id") ended with status $status; its output is above"
+  local out plain
+  out=$(cat "$work_dir/out")
+  expect_equal "first line" "$(head -n 1 <<<"$out")" "batch start on node1"
+  expect_equal "last line" "$(tail -n 1 <<<"$out")" "batch done"
+  plain=$(grep '^plain step ' <<<"$out" | sort -k5,5n)
+  expect_equal "plain step tasks" "$(wc -l <<<"$plain")" 8
+  expect_equal "plain step id" "$(awk '{ print $3 }' <<<"$plain" | sort -u)" 0
+  expect_equal "plain step hosts by rank" "$(awk '{ print $7 }' <<<"$plain" | paste -sd,)" \
+    "node1,node1,node1,node1,node2,node2,node3,node4"
+  expect_equal "MPI step" "$(grep '^allreduce ' <<<"$out")" \
+    "allreduce sum 36 over 8 ranks on 4 hosts: node1,node2,node3,node4"
+  expect_equal "other output lines" "$(grep -cv '^plain step \|^allreduce \|^batch ' <<<"$out" || true)" 0
+}
+
+# The cluster's processes outside slurmctld's namespace other than the four slurmd.
+job_processes() {
+  "$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk '$1 != "slurmctld" && $3 != "slurmd"'
+}
+
+# scancel of a running batch job must end everything it started on every node: the batch script
+# and its sruns on node1, the slurmstepd and the tasks of two overlapping steps on all nodes,
+# including tasks that ignore SIGTERM (slurmd sends SIGKILL max(KillWait, 5s) after SIGTERM).
+check_scancel_cleans_up() {
+  local job_id probe="dtrain-scancel-probe-$$" tries processes
+  make_work_dir scancel
+  [[ -z "$(job_processes)" ]] || fail "processes run on the nodes before the job starts:"$'\n'"$(job_processes)"
+  printf '%s\n' '#!/bin/bash' '#SBATCH -N4 -n8 -t 2' \
+    "srun --overlap -N4 -n8 bash -c 'exec -a $probe-task sleep 600' &" \
+    "srun --overlap -N4 -n4 bash -c 'trap \"\" TERM; exec -a $probe-task-ignoring-term sleep 600' &" \
+    "bash -c 'exec -a $probe-batch sleep 600' &" \
+    'wait' >"$work_dir/job.sh"
+  sbatch --parsable -D "$work_dir" -o "$work_dir/out" "$work_dir/job.sh" >"$work_dir/job_id"
+  job_id=$(cat "$work_dir/job_id")
+  # 8 + 4 tasks laid out 4,2,1,1 and 1,1,1,1 over the nodes.
+  local expected="node1:5 node2:3 node3:2 node4:2"
+  for ((tries = 0; tries < 600; tries++)); do
+    processes=$(job_processes)
+    [[ "$(tasks_by_node "$processes" "$probe-task")" == "$expected" ]] && break
+    sleep 0.1
+  done
+  echo "$processes"
+  expect_equal "tasks by node of job $job_id" "$(tasks_by_node "$processes" "$probe-task")" "$expected"
+  expect_equal "batch script probe on node1" "$(awk -v probe="$probe-batch" '$4 == probe { print $1 }' <<<"$processes")" node1
+  expect_equal "slurmstepd of the two steps on each node" \
+    "$(awk -v job="[$job_id." '$3 == "slurmstepd" && index($5, job) == 1 && $5 != job "batch]" { print $1 }' <<<"$processes" |
+      sort | uniq -c | awk '{ print $2 ":" $1 }' | paste -sd' ')" "node1:2 node2:2 node3:2 node4:2"
+
+  local cancelled_at=$SECONDS
+  scancel "$job_id"
+  # A liveness bound, not a speed requirement: SIGKILL comes after 5s, so what is left at 60s is stuck.
+  for ((tries = 0; tries < 600; tries++)); do
+    processes=$(job_processes)
+    [[ -z "$processes" ]] && break
+    sleep 0.1
+  done
+  [[ -z "$processes" ]] || fail "processes of cancelled job $job_id survive on the nodes:"$'\n'"$processes"
+  echo "ok: every process of job $job_id ended within $((SECONDS - cancelled_at))s of scancel"
+  # The job stays COMPLETING until every slurmd has reported its end to slurmctld.
+  local state
+  for ((tries = 0; tries < 600; tries++)); do
+    state=$(scontrol show job -o "$job_id" | grep -o 'JobState=[A-Z_]*')
+    [[ "$state" != JobState=COMPLETING ]] && break
+    sleep 0.1
+  done
+  expect_equal "state of job $job_id" "$state" "JobState=CANCELLED"
+}
+
+# "node1:N node2:N ..." counting, per node, the processes whose first argument starts with PREFIX.
+tasks_by_node() {
+  awk -v prefix="$2" 'index($4, prefix) == 1 { count[$1]++ }
+    END { for (node in count) print node ":" count[node] }' <<<"$1" | sort | paste -sd' '
+}
+
+case "${1:-}" in
+  block-layout) check_block_layout ;;
+  cyclic-layout) check_cyclic_layout ;;
+  concurrent-jobs) check_concurrent_jobs ;;
+  up-idempotent) check_up_idempotent ;;
+  crash-recovery) check_crash_recovery ;;
+  sbatch-steps) check_sbatch_steps "${2:?dtrain: sbatch-steps needs the path of dtrain_mpi_allreduce_check}" ;;
+  scancel-cleans-up) check_scancel_cleans_up ;;
+  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps or scancel-cleans-up" ;;
+esac
