@@ -1,0 +1,43 @@
+#include "topology/environment.hpp"
+
+namespace dtrain::topology {
+namespace {
+
+void append(std::string& list, const std::string& item) {
+  if (!list.empty()) list += ',';
+  list += item;
+}
+
+}  // namespace
+
+std::vector<EnvVar> binding_environment(const TaskBinding& task) {
+  std::vector<EnvVar> env;
+  if (!task.gpu_bus_ids.empty()) {
+    env.emplace_back("CUDA_VISIBLE_DEVICES", task.cuda_visible_devices);
+    env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  }
+  std::string hcas;
+  std::string ucx;
+  std::string netdevs;
+  for (const NicChoice& nic : task.nics) {
+    const std::string port = nic.port != 0 ? ":" + std::to_string(nic.port) : "";
+    if (!nic.hca.empty()) append(hcas, nic.hca + port);
+    if (!nic.hca.empty() && nic.port != 0) append(ucx, nic.hca + port);
+    if (!nic.netdev.empty()) append(netdevs, nic.netdev);
+  }
+  if (!hcas.empty()) env.emplace_back("NCCL_IB_HCA", "=" + hcas);
+  if (!ucx.empty()) env.emplace_back("UCX_NET_DEVICES", ucx);
+  if (!netdevs.empty()) env.emplace_back("NCCL_SOCKET_IFNAME", "=" + netdevs);
+  if (!task.cpus.empty()) {
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(task.cores));
+    env.emplace_back("DTRAIN_CPU_LIST", format_cpu_list(task.cpus));
+  }
+  if (!task.gpu_bus_ids.empty()) {
+    std::string bus_ids;
+    for (const std::string& bus_id : task.gpu_bus_ids) append(bus_ids, bus_id);
+    env.emplace_back("DTRAIN_GPU_BUS_IDS", bus_ids);
+  }
+  return env;
+}
+
+}  // namespace dtrain::topology

@@ -1,0 +1,17 @@
+#pragma once
+// hwloc adapter: discovers a node's topology once and returns it as plain data.
+
+#include <string>
+
+#include "topology/node_topology.hpp"
+
+namespace dtrain::topology {
+
+// Loads the topology from a hwloc XML file (a site-provided capture), or from this machine
+// when `xml_path` is empty. I/O objects are kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT, which
+// also applies to XML import). GPUs are NVIDIA PCI devices of class 0x03xx or devices with a
+// cuda*/nvml* OS device; NICs are PCI functions with an OpenFabrics or network OS device.
+// Throws Error(kResource) naming the path when the file is missing or hwloc rejects it.
+NodeTopology load_topology(const std::string& xml_path);
+
+}  // namespace dtrain::topology

@@ -1,0 +1,53 @@
+// Load + plan time for one node, as the SPANK plugin does once per node per step.
+// Target: < 20 ms per node for the 8-GPU DGX XML.
+
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <string>
+
+#include "topology/binding.hpp"
+#include "topology/load.hpp"
+
+namespace {
+
+using dtrain::topology::BindingRequest;
+
+void load_and_plan(benchmark::State& state, const std::string& path, unsigned tasks) {
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError(("topology not found: " + path).c_str());
+    return;
+  }
+  BindingRequest request;
+  request.local_tasks = tasks;
+  std::size_t gpus = 0;
+  for (auto _ : state) {
+    const auto topology = dtrain::topology::load_topology(path);
+    const auto plan = dtrain::topology::plan_binding(topology, request);
+    gpus = topology.gpus.size();
+    benchmark::DoNotOptimize(plan.tasks.data());
+  }
+  state.counters["gpus"] = static_cast<double>(gpus);
+  state.counters["tasks"] = tasks;
+}
+
+void plan_only(benchmark::State& state, const std::string& path, unsigned tasks) {
+  const auto topology = dtrain::topology::load_topology(path);
+  BindingRequest request;
+  request.local_tasks = tasks;
+  for (auto _ : state) {
+    const auto plan = dtrain::topology::plan_binding(topology, request);
+    benchmark::DoNotOptimize(plan.tasks.data());
+  }
+}
+
+const std::string kDgx = std::string(DTRAIN_TOPOLOGY_FIXTURES) + "/dgx-h100.xml";
+const std::string kP5en = std::string(DTRAIN_SHARED_TOPOLOGIES) + "/aws-ofi-nccl_p5en_topology.xml";
+
+}  // namespace
+
+BENCHMARK_CAPTURE(load_and_plan, dgx_h100_8_tasks, kDgx, 8)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(load_and_plan, p5en_8_tasks, kP5en, 8)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_only, dgx_h100_8_tasks, kDgx, 8)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
