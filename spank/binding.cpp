@@ -1,12 +1,93 @@
 #include "spank/binding.hpp"
 
-namespace dtrain::spank {
+#include "core/error.hpp"
+#include "spank/spank_io.hpp"
+#include "topology/affinity.hpp"
+#include "topology/binding.hpp"
+#include "topology/environment.hpp"
+#include "topology/load.hpp"
 
-NodeBinding plan_node_binding(spank_t /*sp*/, const core::PluginConfig& /*config*/,
-                              const core::StepPlan& /*plan*/, std::uint32_t /*local_tasks*/) {
-  return {};
+namespace dtrain::spank {
+namespace {
+
+// Loads the configured topology; a broken site XML falls back to this machine's own
+// topology (CPU-only in practice) with a warning, so the step never fails for it.
+topology::NodeTopology load_for_step(const core::PluginConfig& config,
+                                     std::vector<std::string>& warnings) {
+  const bool live = config.topology.empty() || config.topology == "live";
+  if (!live) {
+    try {
+      return topology::load_topology(config.topology);
+    } catch (const Error& e) {
+      warnings.push_back(std::string(e.what()) +
+                         "; binding from this machine's own topology instead. Fix the topology= "
+                         "file in plugstack.conf (lstopo --of xml on a node of this type)");
+    }
+  }
+  return topology::load_topology("");
 }
 
-void apply_task_affinity(const std::vector<unsigned>& /*planned*/, bool /*report*/) {}
+// Slurm's gres sets SLURM_STEP_GPUS (node GPU indices in PCI order) and CUDA_VISIBLE_DEVICES.
+// When the cgroup hides the other GPUs, CUDA_VISIBLE_DEVICES is renumbered from 0 and differs.
+void apply_slurm_gpu_limits(spank_t sp, topology::BindingRequest& request,
+                            bool& slurm_set_visible_devices) {
+  auto gpus = get_env(sp, "SLURM_STEP_GPUS");
+  if (!gpus) gpus = get_env(sp, "SLURM_JOB_GPUS");
+  if (!gpus || gpus->empty()) return;
+  request.allowed_gpu_indices = topology::parse_gpu_index_list(*gpus, "SLURM_STEP_GPUS");
+  const auto visible = get_env(sp, "CUDA_VISIBLE_DEVICES");
+  request.numbering = (visible && *visible == *gpus) ? topology::GpuNumbering::kWholeNode
+                                                     : topology::GpuNumbering::kAllowedOnly;
+  slurm_set_visible_devices = visible.has_value();
+}
+
+}  // namespace
+
+NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
+                              const core::StepPlan& plan, std::uint32_t local_tasks) {
+  NodeBinding out;
+  if (!config.bind || config.topology == "none" || local_tasks == 0) return out;
+  try {
+    const auto topo = load_for_step(config, out.warnings);
+    topology::BindingRequest request;
+    request.local_tasks = local_tasks;
+    bool slurm_set_visible_devices = false;
+    apply_slurm_gpu_limits(sp, request, slurm_set_visible_devices);
+    const auto binding = topology::plan_binding(topo, request);
+    out.warnings.insert(out.warnings.end(), binding.warnings.begin(), binding.warnings.end());
+    for (const auto& task : binding.tasks) {
+      std::vector<core::EnvVar> env;
+      for (auto& [name, value] : topology::binding_environment(task)) {
+        const bool from_slurm = name == "CUDA_VISIBLE_DEVICES" && slurm_set_visible_devices;
+        env.push_back({name, value, !from_slurm});
+      }
+      if (plan.frameworks.paddle && !task.gpu_bus_ids.empty()) {
+        // Paddle's launcher sets FLAGS_selected_gpus as an index into the visible devices.
+        std::string selected;
+        for (std::size_t i = 0; i < task.gpu_bus_ids.size(); ++i) {
+          selected += (i ? "," : "") + std::to_string(i);
+        }
+        env.push_back({"FLAGS_selected_gpus", selected, true});
+      }
+      out.env.push_back(std::move(env));
+      out.cpus.push_back(task.cpus);
+    }
+  } catch (const std::exception& e) {
+    out.env.clear();
+    out.cpus.clear();
+    out.warnings.push_back(std::string("no GPU/NIC/CPU binding for this step: ") + e.what());
+  }
+  return out;
+}
+
+void apply_task_affinity(const std::vector<unsigned>& planned, bool report) {
+  if (planned.empty()) return;
+  try {
+    const auto result = topology::apply_cpu_affinity(planned);
+    if (!result.applied && report) log_error("warning: " + result.warning);
+  } catch (const std::exception& e) {
+    if (report) log_error(std::string("warning: CPU affinity not applied: ") + e.what());
+  }
+}
 
 }  // namespace dtrain::spank

@@ -65,6 +65,16 @@ void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
   }
 }
 
+// Without a binding, a GPU is assumed wherever Slurm or the user set CUDA_VISIBLE_DEVICES.
+bool task_has_gpu(const std::vector<core::EnvVar>& env, const NodeBinding& binding,
+                  bool visible_devices_set) {
+  if (binding.env.empty()) return visible_devices_set;
+  for (const auto& var : env) {
+    if (var.name == "CUDA_VISIBLE_DEVICES") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void plan_node(spank_t sp) {
@@ -77,8 +87,13 @@ void plan_node(spank_t sp) {
   if (st.config.check_ports) warn_about_busy_ports(plan, st);
 
   const auto& local_ranks = plan.layout.node_ranks[plan.node];
-  NodeBinding binding = plan_node_binding(sp, st.config, plan, static_cast<std::uint32_t>(local_ranks.size()));
-  st.node_warnings.insert(st.node_warnings.end(), binding.warnings.begin(), binding.warnings.end());
+  NodeBinding binding =
+      plan_node_binding(sp, st.config, plan, static_cast<std::uint32_t>(local_ranks.size()));
+  const bool slurm_visible_devices = get_env(sp, "CUDA_VISIBLE_DEVICES").has_value();
+  // A site XML is the same file on every node, so its warnings are said once per step.
+  const bool site_topology = !st.config.topology.empty() && st.config.topology.front() == '/';
+  auto& binding_warnings = site_topology ? st.step_warnings : st.node_warnings;
+  binding_warnings.insert(binding_warnings.end(), binding.warnings.begin(), binding.warnings.end());
 
   std::vector<std::vector<core::EnvVar>> envs;
   envs.reserve(local_ranks.size());
@@ -86,6 +101,11 @@ void plan_node(spank_t sp) {
     auto env = core::rank_environment(plan, local_ranks[local]);
     if (local < binding.env.size()) {
       env.insert(env.end(), binding.env[local].begin(), binding.env[local].end());
+    }
+    if (frameworks.paddle && !task_has_gpu(env, binding, slurm_visible_devices)) {
+      // On CPU Paddle's default backend ("auto") builds no global group; its own launcher
+      // sets gloo for device-less workers.
+      env.push_back({"PADDLE_DISTRI_BACKEND", "gloo", true});
     }
     envs.push_back(std::move(env));
   }

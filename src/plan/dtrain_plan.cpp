@@ -16,9 +16,7 @@
 #include "core/step_plan.hpp"
 #include "plan/plan_report.hpp"
 
-#ifdef DTRAIN_PLAN_WITH_TOPOLOGY
 #include "plan/plan_binding.hpp"
-#endif
 
 namespace {
 
@@ -38,6 +36,7 @@ struct Options {
   std::vector<std::string> plugstack_args;
   std::string env_ranks;  // "", "all" or a rank number
   std::string topology;
+  std::uint32_t node = 0;
   std::string json_file;
 };
 
@@ -125,11 +124,9 @@ int run(const Options& opt) {
     envs[std::to_string(r)] = dtrain::plan::env_json(env);
   }
   if (!env_ranks.empty()) json["environment"] = std::move(envs);
-#ifdef DTRAIN_PLAN_WITH_TOPOLOGY
   if (!o.topology.empty()) {
-    json["binding"] = dtrain::plan::report_binding(std::cout, o.topology, plan);
+    json["binding"] = dtrain::plan::report_binding(std::cout, o.topology, plan, o.node);
   }
-#endif
   if (!o.json_file.empty()) {
     if (o.json_file == "-") {
       std::cout << json.dump(2) << "\n";
@@ -172,6 +169,8 @@ int main(int argc, char** argv) {
   app.add_option("--env", o.env_ranks, "Print the environment of this rank, or 'all'");
   app.add_option("--topology", o.topology,
                  "hwloc XML of the nodes: print the binding table and GPU x NIC matrix");
+  app.add_option("--node", o.node, "Node index whose local tasks --topology binds")
+      ->capture_default_str();
   app.add_option("--json", o.json_file, "Also write the plan as JSON to FILE ('-': stdout)");
   try {
     app.parse(argc, argv);

@@ -126,6 +126,20 @@ TEST_F(SpankPlugin, ExportsEveryFamilyForEachTask) {
   EXPECT_EQ(env["DTRAIN_CURRENT_ENDPOINT"].rfind("node2:", 0), 0u);
   EXPECT_NE(env["TF_CONFIG"].find(R"("index":5)"), std::string::npos);
   EXPECT_NE(env["MASTER_PORT"], "");
+  EXPECT_EQ(env["PADDLE_DISTRI_BACKEND"], "gloo");  // no GPU on this machine
+}
+
+TEST_F(SpankPlugin, UserValuesOfBindingVariablesAreKept) {
+  remote_step_on_node2();
+  fake().job_env["PADDLE_DISTRI_BACKEND"] = "nccl";
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 4), 0);
+  EXPECT_EQ(fake().job_env["PADDLE_DISTRI_BACKEND"], "nccl");
+  bool said = false;
+  for (const auto& m : fake().infos) said = said || m.find("keeping the user's") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST_F(SpankPlugin, FrameworkSelectionLimitsTheNames) {
@@ -193,19 +207,19 @@ TEST_F(SpankPlugin, BatchStepIsLeftAlone) {
 }
 
 TEST_F(SpankPlugin, OversizedValuesGoToFilesAndTheTaskStillStarts) {
-  // 16384 ranks on 4 nodes with a long suffix: the endpoint list is far over 128 KiB.
+  // 16384 ranks on 2048 nodes with a long suffix: the endpoint list is far over 128 KiB.
   fake().context = S_CTX_REMOTE;
   fake().items = {{S_JOB_ID, 78},           {S_JOB_STEPID, 3},
-                  {S_JOB_NODEID, 0},        {S_JOB_NNODES, 4},
-                  {S_JOB_TOTAL_TASK_COUNT, 16384}, {S_JOB_LOCAL_TASK_COUNT, 4096}};
-  for (std::uint32_t i = 0; i < 4096; ++i) fake().local_to_global.push_back(i);
-  fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-4]"},
-                    {"SLURM_STEP_TASKS_PER_NODE", "4096(x4)"}};
+                  {S_JOB_NODEID, 0},        {S_JOB_NNODES, 2048},
+                  {S_JOB_TOTAL_TASK_COUNT, 16384}, {S_JOB_LOCAL_TASK_COUNT, 8}};
+  for (std::uint32_t i = 0; i < 8; ++i) fake().local_to_global.push_back(i);
+  fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-2048]"},
+                    {"SLURM_STEP_TASKS_PER_NODE", "8(x2048)"}};
   const auto dir = std::filesystem::temp_directory_path() /
                    ("dtrain-spank-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   ASSERT_EQ(call_init({"address=name", "suffix=-a-rather-long-interconnect-name",
-                       "ports=20000-40000", "env_dir=" + dir.string()}),
+                       "env_dir=" + dir.string()}),
             0);
   ASSERT_EQ(use_option(nullptr), 0);
   ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
