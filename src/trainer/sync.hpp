@@ -1,0 +1,83 @@
+#pragma once
+// Gradient synchronisation and the small host-side collectives of the training loop.
+//
+// DDP (SyncMode::kDdp): gradients are grouped into buckets (buckets.hpp); as soon as backward
+// completes a bucket it is all-reduced in place with ReduceOp::kAvg through all_reduce_async,
+// so the reduction overlaps the backward pass of earlier layers; pending requests are polled
+// (test()) after each layer so MPI makes progress; all are waited for before the optimizer.
+// Every rank keeps optimizer state and steps.
+//
+// Naive (SyncMode::kNaive), as torch.nn.DataParallel: after the whole backward, the full
+// gradient is reduced (averaged) onto rank 0, rank 0 alone holds optimizer state and steps,
+// then broadcasts the parameters to every rank.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "bootstrap/communicator.hpp"
+#include "trainer/buckets.hpp"
+#include "trainer/engine.hpp"
+
+namespace dtrain::trainer {
+
+enum class SyncMode { kDdp, kNaive };
+const char* sync_name(SyncMode mode);
+
+// Collectives over host values, staged through engine memory when the backend needs device
+// buffers (NCCL).
+class HostChannel {
+ public:
+  HostChannel(bootstrap::Communicator& comm, Engine& engine);
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  void all_reduce_sum(std::span<double> values);
+  std::vector<std::uint64_t> all_gather(std::uint64_t value);
+  std::vector<double> all_gather(std::span<const double> values);  // rank-major
+  // Broadcasts a byte string of any length from root (the size travels first).
+  void broadcast_bytes(std::vector<std::byte>& bytes, int root);
+  void broadcast_floats(float* engine_buffer, std::size_t count, int root);
+  void barrier();
+
+ private:
+  bool staged() const;
+  bootstrap::Communicator& comm_;
+  Engine& engine_;
+};
+
+class GradientSync {
+ public:
+  GradientSync(SyncMode mode, bootstrap::Communicator& comm, Engine& engine,
+               std::size_t bucket_bytes);
+  SyncMode mode() const { return mode_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Whether this rank runs the optimizer.
+  bool steps_optimizer() const;
+
+  // Passed to Engine::forward_backward.
+  LayerReadyFn layer_ready_hook();
+  // After backward: finishes the reduction and updates the parameters on every rank.
+  void finish_and_step();
+
+  // Cumulative seconds spent blocked in collectives.
+  double communication_seconds() const { return communication_seconds_; }
+
+ private:
+  void on_layer_ready(std::size_t layer);
+  void launch(std::size_t bucket);
+  void finish_ddp();
+  void finish_naive();
+  bool staged() const;
+
+  SyncMode mode_;
+  bootstrap::Communicator& comm_;
+  Engine& engine_;
+  std::vector<Bucket> buckets_;
+  BucketTracker tracker_;
+  std::vector<std::unique_ptr<bootstrap::Request>> in_flight_;
+  std::vector<float> host_staging_;  // device engine + host backend only
+  double communication_seconds_ = 0;
+};
+
+}  // namespace dtrain::trainer
