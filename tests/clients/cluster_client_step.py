@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Cluster test: one real framework client as an 'srun --distributed-train=FRAMEWORK' step.
+
+The tasks get nothing but what the dtrain SPANK plugin exports for FRAMEWORK (plus
+GLOO_SOCKET_IFNAME=lo, and for TensorFlow the node bind shim, see node_bind_shim.cpp); every
+contract variable inherited from the caller is removed before srun. The step passes when every
+rank prints its OK line: ranks 0..n-1 exactly once, all with world n, spread over exactly N
+emulated nodes (distinct host names).
+
+Needs the local cluster's environment (SLURM_CONF from DIR/env.sh of slurm/cluster.sh) with the
+plugin loaded by its plugstack.conf: the slurm_cluster fixture of tests/cluster and tests/plugin.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from client_common import CLIENTS, launcher_environment
+
+CLIENT_DIR = Path(__file__).resolve().parent
+OK_LINE = re.compile(r"^OK (\S+) rank=(\d+) world=(\d+) host=(\S+) result=(.*)$")
+# Above the clients' own watchdogs (150 s), so a hang is reported by the client that hung.
+STEP_TIMEOUT_S = 200
+
+
+class StepFailed(Exception):
+    pass
+
+
+def required_env(name):
+    value = os.environ.get(name)
+    if not value:
+        raise StepFailed(f"{name} is not set; run through ctest (dtrain_add_cluster_test sources "
+                         "the cluster's env.sh) or source <state-dir>/env.sh first")
+    return value
+
+
+def check_ok_lines(output, framework, nodes, ntasks):
+    verdicts = [OK_LINE.match(line) for line in output.splitlines()]
+    verdicts = [m for m in verdicts if m]
+    ranks = Counter(int(m.group(2)) for m in verdicts)
+    if sorted(ranks) != list(range(ntasks)) or any(count != 1 for count in ranks.values()):
+        raise StepFailed(f"expected one OK line from each of ranks 0..{ntasks - 1}, got ranks "
+                         f"{sorted(ranks.elements())}")
+    for m in verdicts:
+        if m.group(1) != framework or int(m.group(3)) != ntasks:
+            raise StepFailed(f"unexpected verdict {m.group(0)!r}: framework or world size wrong")
+    hosts = Counter(m.group(4) for m in verdicts)
+    if len(hosts) != nodes:
+        raise StepFailed(f"ranks ran on {len(hosts)} host(s) {dict(hosts)}, expected {nodes} nodes")
+    results = {m.group(5).split()[0] for m in verdicts}
+    return hosts, results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--framework", required=True, choices=sorted(CLIENTS))
+    parser.add_argument("-N", "--nodes", type=int, required=True)
+    parser.add_argument("-n", "--ntasks", type=int, required=True)
+    parser.add_argument("--python", required=True,
+                        help="interpreter of the client (/usr/bin/python3, or the venv's)")
+    parser.add_argument("--bind-shim", metavar="LIBRARY",
+                        help="LD_PRELOAD this node bind shim into the client tasks")
+    args = parser.parse_args()
+
+    try:
+        required_env("SLURM_CONF")
+        task = [args.python, str(CLIENT_DIR / CLIENTS[args.framework])]
+        if args.bind_shim:
+            # Through env(1), so that only the client tasks get the shim, not srun.
+            task = ["env", f"LD_PRELOAD={Path(args.bind_shim).resolve()}", *task]
+        command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
+                   f"-n{args.ntasks}", "--kill-on-bad-exit=1", *task]
+        print("dtrain: running:", " ".join(command), flush=True)
+        try:
+            step = subprocess.run(command, env=launcher_environment(os.environ),
+                                  stdout=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT_S)
+        except subprocess.TimeoutExpired as expired:
+            sys.stdout.write(expired.stdout or "")
+            raise StepFailed(f"the step did not finish in {STEP_TIMEOUT_S} s") from None
+        sys.stdout.write(step.stdout)
+        if step.returncode != 0:
+            raise StepFailed(f"srun exited with status {step.returncode}")
+        hosts, results = check_ok_lines(step.stdout, args.framework, args.nodes, args.ntasks)
+    except StepFailed as failure:
+        print(f"dtrain: FAIL {args.framework} -N{args.nodes} -n{args.ntasks}: {failure}",
+              file=sys.stderr, flush=True)
+        return 1
+    layout = ",".join(f"{host}:{count}" for host, count in sorted(hosts.items()))
+    print(f"dtrain: PASS {args.framework} -N{args.nodes} -n{args.ntasks}: ranks per host "
+          f"{layout}, {' '.join(sorted(results))}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
