@@ -84,9 +84,9 @@ void apply_task_affinity(const std::vector<unsigned>& planned, bool report) {
   if (planned.empty()) return;
   try {
     const auto result = topology::apply_cpu_affinity(planned);
-    if (!result.applied && report) log_error("warning: " + result.warning);
+    if (!result.applied && report) warn_task(result.warning);
   } catch (const std::exception& e) {
-    if (report) log_error(std::string("warning: CPU affinity not applied: ") + e.what());
+    if (report) warn_task(std::string("CPU affinity not applied: ") + e.what());
   }
 }
 

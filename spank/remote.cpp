@@ -155,10 +155,10 @@ int apply_to_task(spank_t sp) {
     return -1;
   }
   if (global == 0) {
-    for (const auto& w : st.step_warnings) log_error("warning: " + w);
+    for (const auto& w : st.step_warnings) warn_task(w);
   }
   if (local == 0) {
-    for (const auto& w : st.node_warnings) log_error("warning: " + w);
+    for (const auto& w : st.node_warnings) warn_task(w);
   }
   for (const auto& var : task.env) {
     if (var.keep_user_value) {

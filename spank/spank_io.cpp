@@ -1,5 +1,6 @@
 #include "spank/spank_io.hpp"
 
+#include <cstdio>
 #include <vector>
 
 #include "core/error.hpp"
@@ -17,6 +18,10 @@ namespace {
 void log_error(const std::string& message) { slurm_error("dtrain: %s", message.c_str()); }
 void log_info(const std::string& message) { slurm_info("dtrain: %s", message.c_str()); }
 void log_verbose(const std::string& message) { slurm_verbose("dtrain: %s", message.c_str()); }
+
+void warn_task(const std::string& message) {
+  std::fprintf(stderr, "dtrain: warning: %s\n", message.c_str());
+}
 
 std::uint32_t get_u32(spank_t sp, spank_item_t item, const char* what) {
   std::uint32_t value = 0;
