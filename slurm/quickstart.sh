@@ -66,7 +66,9 @@ run_tests() {
   configure_and_build "$build_asan" -DCMAKE_BUILD_TYPE=Debug -DDTRAIN_SANITIZE=ON \
     -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_WITH_NCCL=OFF
   note "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-  ctest --test-dir "$build_asan" -L unit --output-on-failure -j "$jobs"
+  LSAN_OPTIONS="suppressions=$repo/tests/lsan.supp:fast_unwind_on_malloc=0" \
+    UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$build_asan" -L unit --output-on-failure -j "$jobs"
   configure_and_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   note "all tests: unit, cluster (the local Slurm cluster starts and stops itself), gpu"
   ctest --test-dir "$build" --output-on-failure
