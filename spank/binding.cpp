@@ -4,6 +4,7 @@
 #include "spank/spank_io.hpp"
 #include "topology/affinity.hpp"
 #include "topology/binding.hpp"
+#include "topology/cpu_list.hpp"
 #include "topology/environment.hpp"
 #include "topology/load.hpp"
 
@@ -20,8 +21,7 @@ topology::NodeTopology load_for_step(const core::PluginConfig& config,
       return topology::load_topology(config.topology);
     } catch (const Error& e) {
       warnings.push_back(std::string(e.what()) +
-                         "; binding from this machine's own topology instead. Fix the topology= "
-                         "file in plugstack.conf (lstopo --of xml on a node of this type)");
+                         "; binding from this machine's own topology instead");
     }
   }
   return topology::load_topology("");
@@ -29,16 +29,30 @@ topology::NodeTopology load_for_step(const core::PluginConfig& config,
 
 // Slurm's gres sets SLURM_STEP_GPUS (node GPU indices in PCI order) and CUDA_VISIBLE_DEVICES.
 // When the cgroup hides the other GPUs, CUDA_VISIBLE_DEVICES is renumbered from 0 and differs.
-void apply_slurm_gpu_limits(spank_t sp, topology::BindingRequest& request,
-                            bool& slurm_set_visible_devices) {
+// Without gres, a CUDA_VISIBLE_DEVICES the user set limits the GPUs the binding may use;
+// one that names devices by UUID or MIG instance cannot be matched, so no GPU is bound.
+void apply_gpu_limits(spank_t sp, topology::BindingRequest& request,
+                      bool& slurm_set_visible_devices, std::vector<std::string>& warnings) {
   auto gpus = get_env(sp, "SLURM_STEP_GPUS");
   if (!gpus) gpus = get_env(sp, "SLURM_JOB_GPUS");
-  if (!gpus || gpus->empty()) return;
-  request.allowed_gpu_indices = topology::parse_gpu_index_list(*gpus, "SLURM_STEP_GPUS");
   const auto visible = get_env(sp, "CUDA_VISIBLE_DEVICES");
-  request.numbering = (visible && *visible == *gpus) ? topology::GpuNumbering::kWholeNode
-                                                     : topology::GpuNumbering::kAllowedOnly;
-  slurm_set_visible_devices = visible.has_value();
+  if (gpus && !gpus->empty()) {
+    request.allowed_gpu_indices = topology::parse_gpu_index_list(*gpus, "SLURM_STEP_GPUS");
+    request.numbering = (visible && *visible == *gpus) ? topology::GpuNumbering::kWholeNode
+                                                       : topology::GpuNumbering::kAllowedOnly;
+    slurm_set_visible_devices = visible.has_value();
+    return;
+  }
+  if (!visible) return;
+  request.numbering = topology::GpuNumbering::kWholeNode;
+  try {
+    request.allowed_gpu_indices =
+        topology::parse_gpu_index_list(*visible, "CUDA_VISIBLE_DEVICES");
+  } catch (const Error&) {
+    request.allowed_gpu_indices = std::vector<unsigned>{};
+    warnings.push_back("CUDA_VISIBLE_DEVICES=" + *visible +
+                       " does not name GPUs by index; no GPU or NIC binding, CPU binding only");
+  }
 }
 
 }  // namespace
@@ -52,7 +66,7 @@ NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
     topology::BindingRequest request;
     request.local_tasks = local_tasks;
     bool slurm_set_visible_devices = false;
-    apply_slurm_gpu_limits(sp, request, slurm_set_visible_devices);
+    apply_gpu_limits(sp, request, slurm_set_visible_devices, out.warnings);
     const auto binding = topology::plan_binding(topo, request);
     out.warnings.insert(out.warnings.end(), binding.warnings.begin(), binding.warnings.end());
     for (const auto& task : binding.tasks) {
@@ -80,14 +94,29 @@ NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
   return out;
 }
 
-void apply_task_affinity(const std::vector<unsigned>& planned, bool report) {
+void apply_task_affinity(const std::vector<unsigned>& planned) {
   if (planned.empty()) return;
   try {
-    const auto result = topology::apply_cpu_affinity(planned);
-    if (!result.applied && report) warn_task(result.warning);
+    topology::apply_cpu_affinity(planned);
   } catch (const std::exception& e) {
-    if (report) warn_task(std::string("CPU affinity not applied: ") + e.what());
+    warn_task(std::string("CPU affinity not applied: ") + e.what());
   }
+}
+
+std::string unavailable_cpu_warning(const NodeBinding& binding) {
+  const auto allowed = topology::current_affinity();
+  std::vector<unsigned> starved;
+  for (unsigned local = 0; local < binding.cpus.size(); ++local) {
+    const auto& planned = binding.cpus[local];
+    if (!planned.empty() && topology::intersect_cpus(planned, allowed).empty()) {
+      starved.push_back(local);
+    }
+  }
+  if (starved.empty()) return {};
+  return "local tasks " + topology::format_cpu_list(starved) +
+         ": none of their planned CPUs (DTRAIN_CPU_LIST) is among the CPUs this step may use (" +
+         topology::format_cpu_list(allowed) +
+         "); CPU affinity left unchanged. Does the topology XML describe this node?";
 }
 
 }  // namespace dtrain::spank

@@ -23,8 +23,12 @@ struct NodeBinding {
 NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
                               const core::StepPlan& plan, std::uint32_t local_tasks);
 
-// Restricts the calling task to planned ∩ allowed CPUs; warns when that is empty.
-void apply_task_affinity(const std::vector<unsigned>& planned, bool report);
+// Restricts the calling task to planned ∩ allowed CPUs (left as it is when that is empty).
+void apply_task_affinity(const std::vector<unsigned>& planned);
+
+// One warning naming the local tasks none of whose planned CPUs this step may use (a site
+// XML describing CPUs this node lacks); empty when every task can be bound.
+std::string unavailable_cpu_warning(const NodeBinding& binding);
 
 // The host of every rank in order, asked once from slurmctld (arbitrary distribution only).
 std::string arbitrary_hosts_from_controller(std::uint32_t job_id, std::uint32_t step_id);

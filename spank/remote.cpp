@@ -94,6 +94,9 @@ void plan_node(spank_t sp) {
   const bool site_topology = !st.config.topology.empty() && st.config.topology.front() == '/';
   auto& binding_warnings = site_topology ? st.step_warnings : st.node_warnings;
   binding_warnings.insert(binding_warnings.end(), binding.warnings.begin(), binding.warnings.end());
+  if (auto starved = unavailable_cpu_warning(binding); !starved.empty()) {
+    binding_warnings.push_back(std::move(starved));
+  }
 
   std::vector<std::vector<core::EnvVar>> envs;
   envs.reserve(local_ranks.size());
@@ -170,7 +173,7 @@ int apply_to_task(spank_t sp) {
     }
     set_env(sp, var.name, var.value);
   }
-  apply_task_affinity(task.cpus, global == 0 || local == 0);
+  apply_task_affinity(task.cpus);
   return 0;
 }
 

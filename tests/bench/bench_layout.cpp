@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/config.hpp"
+#include "core/hostlist.hpp"
 #include "core/layout.hpp"
 #include "core/step_plan.hpp"
 
@@ -32,6 +33,14 @@ void BM_LayoutCyclic(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0) * 8);
 }
 BENCHMARK(BM_LayoutCyclic)->Arg(1)->Arg(64)->Arg(1024)->Arg(8192)->Unit(benchmark::kMicrosecond);
+
+void BM_HostlistExpand(benchmark::State& state) {
+  const auto spec = spec_for(state.range(0), "block");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dtrain::core::expand_hostlist(spec.nodelist, spec.nnodes));
+  }
+}
+BENCHMARK(BM_HostlistExpand)->Arg(8192)->Unit(benchmark::kMicrosecond);
 
 // What user_init does on one node of an N-node, 8-task-per-node step, minus name resolution
 // (address=name) and the port probe: the figure quoted as "plugin CPU time per node".

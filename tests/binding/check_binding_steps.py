@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""Cluster checks of the plugin's GPU/NIC/CPU binding: real srun steps with spank_dtrain.so loaded
+with topology= a fixture XML, checking every task's environment and the CPU affinity in force.
+
+Usage: check_binding_steps.py CHECK
+Needs what tests/plugin/check_plugin_steps.py needs (SLURM_CONF and DTRAIN_CLUSTER_DIR from the
+cluster's env.sh, DTRAIN_PLUGIN); each check loads the plugin with its own plugstack.conf arguments
+and restores the file afterwards. Exits 77 (skipped) when this host lacks the CPUs a check needs.
+
+The CPUs Slurm allows a task are measured, not assumed: a step of the same shape without
+--distributed-train reports each task's Cpus_allowed_list. With the option, the applied affinity
+must be the plan (DTRAIN_CPU_LIST) intersected with that, or unchanged when the intersection is
+empty.
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # keep the source tree clean of __pycache__
+sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
+from check_plugin_steps import (CheckFailed, check_step, expect, plugstack_args, report_dir,  # noqa: E402
+                                reports, run, REPORTER)
+
+FIXTURES = os.path.realpath(os.path.join(HERE, "..", "fixtures", "topologies"))
+DGX = os.path.join(FIXTURES, "dgx-h100.xml")
+TWO_CPU = os.path.join(FIXTURES, "two-cpu-two-gpu.xml")
+SKIPPED = 77
+
+BINDING_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_IB_HCA", "UCX_NET_DEVICES",
+                 "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "DTRAIN_CPU_LIST", "DTRAIN_GPU_BUS_IDS")
+# Inputs of the binding that must come only from what a check sets.
+SCRUBBED = BINDING_NAMES + ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+# The checks count warnings; a busy-port warning caused by an unrelated process would be noise.
+QUIET_PORTS = "check_ports=off"
+UNCHANGED = "CPU affinity left unchanged"
+
+
+class Skipped(Exception):
+    pass
+
+
+def cpu_set(text):
+    """Linux CPU list syntax ("0-13,112-125") to a set."""
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def step_environment(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    env.update(extra)
+    return env
+
+
+def srun(args, env, option=True, hosts=None):
+    out = report_dir()
+    cmd = ["srun", *(["--distributed-train"] if option else []), *args,
+           *([f"--nodelist={','.join(sorted(hosts))}"] if hosts else []), "/usr/bin/python3",
+           REPORTER, out]
+    proc = run(cmd, env=env)
+    return reports(out), proc.stderr
+
+
+def warnings_in(stderr):
+    return [line for line in stderr.splitlines() if "dtrain:" in line]
+
+
+class Allowed(dict):
+    """What Slurm lets each task of a step shape run on, keyed by (host, local id)."""
+
+    def hosts(self):
+        return {host for host, _ in self}
+
+    def of(self, task):
+        key = (task["host"], task["SLURM_LOCALID"])
+        expect(key in self, f"rank {task['SLURM_PROCID']} ran as local task {key[1]} on {key[0]}, "
+                            f"which the step without the option did not use: {sorted(self)}")
+        return self[key]
+
+
+def allowed_cpus(args, env):
+    tasks, _ = srun(args, env, option=False)
+    return Allowed({(t["host"], t["SLURM_LOCALID"]): cpu_set(t["cpus_allowed"]) for t in tasks})
+
+
+def bound_step(args, env, allowed):
+    """The step with --distributed-train, on the nodes where `allowed` was measured."""
+    return srun(args, env, hosts=allowed.hosts())
+
+
+def check_affinity(tasks, allowed, stderr):
+    """Applied = plan ∩ allowed; an empty intersection leaves it unchanged, with a warning."""
+    any_unchanged = False
+    for t in tasks:
+        where = f"rank {t['SLURM_PROCID']} on {t['host']}"
+        slurm_allowed = allowed.of(t)
+        planned = cpu_set(t["DTRAIN_CPU_LIST"])
+        applied = cpu_set(t["cpus_allowed"])
+        expect(applied <= slurm_allowed,
+               f"{where}: affinity {t['cpus_allowed']} is not within the CPUs Slurm allowed "
+               f"{sorted(slurm_allowed)}")
+        expected = planned & slurm_allowed or slurm_allowed
+        any_unchanged = any_unchanged or not planned & slurm_allowed
+        expect(applied == expected,
+               f"{where}: affinity {t['cpus_allowed']}, expected {sorted(expected)} "
+               f"(plan {t['DTRAIN_CPU_LIST']} ∩ allowed {sorted(slurm_allowed)})")
+    said = any(UNCHANGED in w for w in warnings_in(stderr))
+    expect(said == any_unchanged,
+           f"tasks whose plan has none of their allowed CPUs: {any_unchanged}; "
+           f"'{UNCHANGED}' warned: {said}. srun's stderr:\n{stderr or '(empty)'}")
+
+
+def check_nothing_else_warned(stderr, allow=(UNCHANGED,)):
+    others = [w for w in warnings_in(stderr) if not any(a in w for a in allow)]
+    expect(not others, "unexpected warnings:\n" + "\n".join(others))
+
+
+def by_node(tasks):
+    nodes = {}
+    for t in tasks:
+        nodes.setdefault(t["host"], []).append(t)
+    return nodes
+
+
+# The compute NICs' netdevs in GPU order (tests/topology/test_fixture_bindings.cpp, kDgxNetdevs).
+DGX_NETDEVS = ["ibp24s0", "ibp64s0", "ibp79s0", "ibp94s0", "ibp154s0", "ibp192s0", "ibp206s0",
+               "ibp220s0"]
+
+
+def check_dgx_eight():
+    # Slurm refuses --ntasks-per-node above the node's CPUs even with --overcommit; -n16 -O lays
+    # out 8(x2) all the same, which the check confirms.
+    args = ["-N2", "-n16", "--overcommit"]
+    env = step_environment()
+    with plugstack_args(f"topology={DGX}", QUIET_PORTS):
+        allowed = allowed_cpus(args, env)
+        tasks, stderr = bound_step(args, env, allowed)
+    check_step(tasks)
+    nodes = by_node(tasks)
+    expect(len(nodes) == 2 and all(len(n) == 8 for n in nodes.values()),
+           f"expected 8 tasks on each of 2 nodes, got { {h: len(n) for h, n in nodes.items()} }")
+    for t in tasks:
+        local = int(t["SLURM_LOCALID"])
+        first = 14 * local
+        want = {
+            "CUDA_VISIBLE_DEVICES": str(local),
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "NCCL_IB_HCA": f"=mlx5_{local}:1",
+            "UCX_NET_DEVICES": f"mlx5_{local}:1",
+            "NCCL_SOCKET_IFNAME": "=" + DGX_NETDEVS[local],
+            "OMP_NUM_THREADS": "14",
+            "DTRAIN_CPU_LIST": f"{first}-{first + 13},{112 + first}-{125 + first}",
+        }
+        for name, value in want.items():
+            expect(t.get(name) == value, f"rank {t['SLURM_PROCID']} (local {local}) on {t['host']}: "
+                                         f"{name}={t.get(name)!r}, expected {value!r}")
+    check_affinity(tasks, allowed, stderr)
+    check_nothing_else_warned(stderr)
+    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, mlx5_t, cores 14t.. and 112+14t.., "
+          "affinity = plan ∩ allowed CPUs")
+
+
+# The GPUs at PCI positions 2, 3 and 6 of the DGX, one per task: HCA, CPU share and OMP threads.
+RESTRICTED = [("mlx5_2", "0-27,112-139", "28"), ("mlx5_3", "28-55,140-167", "28"),
+              ("mlx5_6", "56-111,168-223", "56")]
+
+
+def check_restricted_gpus():
+    args = ["-N2", "--ntasks-per-node=3"]
+    # Slurm's gres sets SLURM_STEP_GPUS to node indices; with ConstrainDevices the task sees only
+    # those GPUs and CUDA_VISIBLE_DEVICES is renumbered from 0.
+    cases = {"constrained": ("0,1,2", ["0", "1", "2"]), "unconstrained": ("2,3,6", ["2", "3", "6"])}
+    with plugstack_args(f"topology={DGX}", QUIET_PORTS):
+        allowed = allowed_cpus(args, step_environment())
+        for case, (visible, expected) in cases.items():
+            env = step_environment(SLURM_STEP_GPUS="2,3,6", CUDA_VISIBLE_DEVICES=visible)
+            tasks, stderr = bound_step(args, env, allowed)
+            check_step(tasks)
+            for t in tasks:
+                local = int(t["SLURM_LOCALID"])
+                hca, cpus, threads = RESTRICTED[local]
+                want = {"CUDA_VISIBLE_DEVICES": expected[local], "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                        "NCCL_IB_HCA": f"={hca}:1", "DTRAIN_CPU_LIST": cpus, "OMP_NUM_THREADS": threads}
+                for name, value in want.items():
+                    expect(t.get(name) == value,
+                           f"{case} (CUDA_VISIBLE_DEVICES={visible}): rank {t['SLURM_PROCID']} "
+                           f"(local {local}): {name}={t.get(name)!r}, expected {value!r}")
+            check_affinity(tasks, allowed, stderr)
+            check_nothing_else_warned(stderr)
+    print("dtrain: ok: SLURM_STEP_GPUS=2,3,6 gives GPUs 0,1,2 when constrained and 2,3,6 when not")
+
+
+def check_xml_affinity_applied():
+    args = ["-N2", "--ntasks-per-node=2"]
+    env = step_environment()
+    with plugstack_args(f"topology={TWO_CPU}", QUIET_PORTS):
+        allowed = allowed_cpus(args, env)
+        if not all({0, 1} <= cpus for cpus in allowed.values()):
+            raise Skipped(f"tasks here may not run on both CPUs 0 and 1 (allowed: {allowed}); "
+                          "the two-CPU fixture cannot show its affinity being applied")
+        tasks, stderr = bound_step(args, env, allowed)
+    check_step(tasks)
+    for t in tasks:
+        local = int(t["SLURM_LOCALID"])
+        want = {"CUDA_VISIBLE_DEVICES": str(local), "NCCL_IB_HCA": f"=mlx5_{local}:1",
+                "NCCL_SOCKET_IFNAME": f"=ib{local}", "DTRAIN_CPU_LIST": str(local),
+                "OMP_NUM_THREADS": "1", "cpus_allowed": str(local)}
+        for name, value in want.items():
+            expect(t.get(name) == value, f"rank {t['SLURM_PROCID']} (local {local}) on {t['host']}: "
+                                         f"{name}={t.get(name)!r}, expected {value!r}")
+    check_affinity(tasks, allowed, stderr)
+    check_nothing_else_warned(stderr, allow=())
+    print("dtrain: ok: two-CPU XML: local task t runs on CPU t only (affinity applied from the XML)")
+
+
+def check_broken_topology():
+    args = ["-N2", "--ntasks-per-node=2"]
+    env = step_environment()
+    corrupt = os.path.join(os.environ.get("DTRAIN_TEST_WORKDIR", HERE), "corrupt-topology.xml")
+    with open(corrupt, "w") as f:
+        f.write('<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine"\n')
+    missing = os.path.join(os.path.dirname(corrupt), "no-such-topology.xml")
+    cases = {missing: "cannot read topology XML", corrupt: "hwloc rejected topology XML"}
+    try:
+        for path, reason in cases.items():
+            with plugstack_args(f"topology={path}", QUIET_PORTS):
+                allowed = allowed_cpus(args, env)
+                tasks, stderr = bound_step(args, env, allowed)
+            check_step(tasks)
+            said = warnings_in(stderr)
+            expect(len(said) == 1, f"topology={path}: expected exactly one warning, got {len(said)}:\n{stderr}")
+            expect(reason in said[0] and path in said[0] and "this machine's own topology" in said[0],
+                   f"topology={path}: the warning does not say '{reason}', name the file and the "
+                   f"fallback:\n{said[0]}")
+            for t in tasks:
+                where = f"topology={path}: rank {t['SLURM_PROCID']}"
+                for name in ("CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "UCX_NET_DEVICES", "DTRAIN_GPU_BUS_IDS"):
+                    expect(name not in t, f"{where}: {name}={t.get(name)} set from a GPU-less machine")
+                expect("DTRAIN_CPU_LIST" in t, f"{where}: no CPU binding from this machine's topology")
+                expect(cpu_set(t["DTRAIN_CPU_LIST"]) <= allowed.of(t),
+                       f"{where}: live plan {t['DTRAIN_CPU_LIST']} names CPUs this machine lacks")
+                expect(0 < int(t["OMP_NUM_THREADS"]) <= len(cpu_set(t["DTRAIN_CPU_LIST"])),
+                       f"{where}: OMP_NUM_THREADS={t['OMP_NUM_THREADS']} for CPUs {t['DTRAIN_CPU_LIST']}")
+            check_affinity(tasks, allowed, stderr)
+    finally:
+        os.unlink(corrupt)
+    print("dtrain: ok: a missing or corrupt topology XML gives one warning and a CPU-only binding "
+          "from this machine")
+
+
+def check_no_binding():
+    args = ["-N2", "--ntasks-per-node=2"]
+    env = step_environment()
+    for plugstack in (["topology=none"], [f"topology={DGX}", "bind=off"]):
+        with plugstack_args(*plugstack, QUIET_PORTS):
+            allowed = allowed_cpus(args, env)
+            tasks, stderr = bound_step(args, env, allowed)
+        check_step(tasks)
+        for t in tasks:
+            found = {name: t[name] for name in BINDING_NAMES if name in t}
+            expect(not found, f"{' '.join(plugstack)}: rank {t['SLURM_PROCID']} got binding variables {found}")
+            expect(cpu_set(t["cpus_allowed"]) == allowed.of(t),
+                   f"{' '.join(plugstack)}: rank {t['SLURM_PROCID']}: affinity changed to {t['cpus_allowed']}")
+        expect(not warnings_in(stderr), f"{' '.join(plugstack)}: unexpected warnings:\n{stderr}")
+    print("dtrain: ok: topology=none and bind=off export no binding variables and keep the affinity")
+
+
+def check_user_values():
+    args = ["-N2", "--ntasks-per-node=3"]
+    env = step_environment(CUDA_VISIBLE_DEVICES="5", OMP_NUM_THREADS="3")
+    with plugstack_args(f"topology={DGX}", QUIET_PORTS):
+        tasks, _ = srun(args, env)
+    check_step(tasks)
+    for t in tasks:
+        for name, value in (("CUDA_VISIBLE_DEVICES", "5"), ("OMP_NUM_THREADS", "3")):
+            expect(t.get(name) == value,
+                   f"rank {t['SLURM_PROCID']}: the user's {name}={value} became {t.get(name)!r}")
+        # The rest of the binding is still exported: the user chose only these two.
+        expect("DTRAIN_CPU_LIST" in t and t.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID",
+               f"rank {t['SLURM_PROCID']}: binding not exported next to the user's values")
+    print("dtrain: ok: the user's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS are kept")
+
+
+CHECKS = {
+    "dgx-eight": check_dgx_eight,
+    "restricted-gpus": check_restricted_gpus,
+    "xml-affinity-applied": check_xml_affinity_applied,
+    "broken-topology": check_broken_topology,
+    "no-binding": check_no_binding,
+    "user-values": check_user_values,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CHECKS:
+        print(f"usage: {sys.argv[0]} {{{'|'.join(CHECKS)}}}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        CHECKS[sys.argv[1]]()
+    except Skipped as e:
+        print(f"dtrain: skipped: {e}")
+        sys.exit(SKIPPED)
+    except CheckFailed as e:
+        print(f"dtrain: check failed: {e}", file=sys.stderr)
+        sys.exit(1)
