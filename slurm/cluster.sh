@@ -222,6 +222,11 @@ write_hosts_file() {
 # (127.0.0.1). For an srun on a node (inside a batch script: node1 = 127.0.1.1) the two differ, the
 # step's I/O connection is refused and srun hangs. Every address that is ever contacted is still a
 # 127.x one: NodeAddr, SlurmctldHost, and srun's reply address, which is the loopback source.
+#
+# FirstJobId gives every cluster on this machine its own job ids (coexisting clusters have port
+# bases at least 5 apart, so 5000 ids each; at most 65531000 < Slurm's MaxJobId of 67043328).
+# Equal job ids across clusters would mean equal PMIx namespaces, hence equal Open MPI job ids on
+# the one shared loopback, and equal fallback ports of the dtrain plugin, derived from the job id.
 generate_conf() {
   cat <<EOF
 # Written by slurm/cluster.sh; regenerated on every up. Do not edit: pass options instead.
@@ -249,6 +254,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 MpiDefault=none
+FirstJobId=$((port_base * 1000))
 EOF
   if [[ -n "$resv_ports" ]]; then
     echo "MpiParams=ports=$resv_ports"
