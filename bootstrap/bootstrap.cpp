@@ -1,0 +1,536 @@
+#include "bootstrap/bootstrap.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/endpoints.hpp"
+#include "bootstrap/environment.hpp"
+#include "bootstrap/fingerprint.hpp"
+#include "bootstrap/mpi_communicator.hpp"
+#include "bootstrap/nccl_backend.hpp"
+#include "bootstrap/peers.hpp"
+#include "bootstrap/preflight.hpp"
+#include "bootstrap/preflight_report.hpp"
+#include "core/error.hpp"
+
+#ifndef DTRAIN_VERSION
+#error "DTRAIN_VERSION must be defined by the build"
+#endif
+
+namespace dtrain::bootstrap {
+
+namespace {
+
+constexpr int kArrivalTag = 0x6474;
+constexpr std::size_t kMaxProbes = 64;
+// The watchdog backs up the polled steps, which report more precisely, so it fires later.
+constexpr std::chrono::seconds kWatchdogGrace{3};
+constexpr std::chrono::milliseconds kFollowerGrace{1500};
+
+std::optional<std::string> lookup_env(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw_invalid("cannot read DTRAIN_ENDPOINTS_FILE=" + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string this_hostname() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+// Before MPI_Init only the launcher's variables say who we are.
+std::string rank_hint() {
+  for (const char* name : {"DTRAIN_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
+    if (const char* value = std::getenv(name)) return value;
+  }
+  return "?";
+}
+
+std::string executable_hash() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  if (!in) return "unreadable";
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    XXH3_64bits_update(state, chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  const auto hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hex64(hash);
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<std::size_t>(std::max(length, 0)));
+  version = version.substr(0, version.find_first_of("\r\n"));
+  while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
+  return version;
+}
+
+int mpi_thread_level(ThreadLevel level) {
+  switch (level) {
+    case ThreadLevel::kSingle:
+      return MPI_THREAD_SINGLE;
+    case ThreadLevel::kFunneled:
+      return MPI_THREAD_FUNNELED;
+    case ThreadLevel::kSerialized:
+      return MPI_THREAD_SERIALIZED;
+    case ThreadLevel::kMultiple:
+      return MPI_THREAD_MULTIPLE;
+  }
+  return MPI_THREAD_FUNNELED;
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += "\n  " + line;
+  return text;
+}
+
+class SessionImpl final : public Session {
+ public:
+  SessionImpl(std::unique_ptr<Communicator> comm, int rank, int size, int local_rank,
+              std::string host, bool by_plugin, BootstrapTimings timings)
+      : comm_(std::move(comm)),
+        rank_(rank),
+        size_(size),
+        local_rank_(local_rank),
+        host_(std::move(host)),
+        by_plugin_(by_plugin),
+        timings_(timings) {}
+  ~SessionImpl() override {
+    comm_.reset();
+    MPI_Finalize();
+  }
+  SessionImpl(const SessionImpl&) = delete;
+  SessionImpl& operator=(const SessionImpl&) = delete;
+
+  Communicator& communicator() override { return *comm_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  const std::string& hostname() const override { return host_; }
+  bool launched_by_plugin() const override { return by_plugin_; }
+  const BootstrapTimings& timings() const override { return timings_; }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  int rank_, size_, local_rank_;
+  std::string host_;
+  bool by_plugin_;
+  BootstrapTimings timings_;
+};
+
+// The bootstrap of one process, step by step. Every step that needs the other ranks is a
+// non-blocking MPI call polled against the deadline.
+class Bootstrapper {
+ public:
+  Bootstrapper(const BootstrapConfig& config, Clock::time_point started,
+               std::chrono::milliseconds timeout)
+      : config_(config),
+        started_(started),
+        timeout_(timeout),
+        deadline_(started + timeout),
+        host_(this_hostname()),
+        watchdog_(deadline_ + kWatchdogGrace, timeout, "rank " + rank_hint() + " on " + host_) {}
+
+  std::unique_ptr<Session> run(int& argc, char**& argv) {
+    watchdog_.set_phase("MPI_Init_thread");
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (initialised) {
+      throw_invalid(
+          "MPI is already initialised; let dtrain::bootstrap::init() call "
+          "MPI_Init_thread instead");
+    }
+    const int wanted = mpi_thread_level(config_.thread_level);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, wanted, &provided);
+    timings_.mpi_init = seconds_between(started_, Clock::now());
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    who_ = describe_self(rank_, host_);
+    watchdog_.set_who(who_);
+    if (provided < wanted && rank_ == 0 && !config_.quiet) {
+      std::fprintf(stderr, "dtrain: warning: MPI provides thread level %d, %d was asked for\n",
+                   provided, wanted);
+    }
+
+    // Arrival first, on MPI_COMM_WORLD: creating our own communicator is itself collective
+    // and could not say who is missing.
+    wait_for_arrival();
+    MPI_Request dup;
+    MPI_Comm_idup(MPI_COMM_WORLD, &boot_, &dup);
+    wait_or_abort({&dup, 1}, "duplicating MPI_COMM_WORLD");
+    MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
+    const auto checks_started = Clock::now();
+    place_on_node();
+    gather_records();
+    check_agreement();
+    timings_.checks = seconds_between(checks_started, Clock::now());
+
+    const auto preflight_started = Clock::now();
+    if (config_.preflight) run_preflight();
+    timings_.preflight = seconds_between(preflight_started, Clock::now());
+
+    const auto comm_started = Clock::now();
+    auto comm = make_communicator();
+    timings_.communicator = seconds_between(comm_started, Clock::now());
+    MPI_Comm_free(&boot_);
+    watchdog_.stop();
+    timings_.total = seconds_between(started_, Clock::now());
+    return std::make_unique<SessionImpl>(std::move(comm), rank_, size_, placement_.local_rank,
+                                         host_, env_.present, timings_);
+  }
+
+ private:
+  void wait_or_abort(std::span<MPI_Request> requests, const std::string& step,
+                     const std::function<std::string()>& detail = {}) {
+    const std::function<void()> serve = [this] {
+      if (listener_) listener_->serve();
+    };
+    // Rank 0 gives up first: it is the one that can name the missing ranks, and its
+    // MPI_Abort ends the others before their own, less informative, timeout.
+    const auto limit = rank_ == 0 ? deadline_ : deadline_ + kFollowerGrace;
+    if (poll_requests(requests, limit, serve)) return;
+    std::string message =
+        "timed out after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s " +
+        step;
+    if (detail) message += detail();
+    message +=
+        "; raise the limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout if the "
+        "job is just slow";
+    abort_job(who_, message);
+  }
+
+  // Rank 0 counts arrivals one by one so that a timeout can name the ranks that never came.
+  // All of these requests complete before init() returns, so the tag never meets user traffic.
+  void wait_for_arrival() {
+    watchdog_.set_phase("waiting for all ranks to arrive");
+    std::vector<MPI_Request> requests(1);
+    std::vector<int> tokens(static_cast<std::size_t>(size_), -1);
+    MPI_Ibarrier(MPI_COMM_WORLD, &requests[0]);
+    if (rank_ == 0) {
+      for (int r = 1; r < size_; ++r) {
+        requests.emplace_back();
+        MPI_Irecv(&tokens[static_cast<std::size_t>(r)], 1, MPI_INT, r, kArrivalTag, MPI_COMM_WORLD,
+                  &requests.back());
+      }
+    } else {
+      requests.emplace_back();
+      MPI_Isend(&rank_, 1, MPI_INT, 0, kArrivalTag, MPI_COMM_WORLD, &requests.back());
+    }
+    wait_or_abort(requests, "waiting for all ranks to start the bootstrap", [&]() -> std::string {
+      if (rank_ != 0) return " (rank 0 names the ranks that are missing)";
+      std::vector<int> missing;
+      for (int r = 1; r < size_; ++r) {
+        if (tokens[static_cast<std::size_t>(r)] != r) missing.push_back(r);
+      }
+      return missing.empty()
+                 ? std::string(" (every rank checked in, but the barrier did not finish)")
+                 : (missing.size() == 1 ? "; rank " : "; ranks ") + format_rank_set(missing) +
+                       " never arrived (died, or stuck before dtrain's bootstrap)";
+    });
+  }
+
+  void place_on_node() {
+    watchdog_.set_phase("MPI_Comm_split_type");
+    MPI_Comm node;
+    MPI_Comm_split_type(boot_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    placement_.rank = rank_;
+    placement_.size = size_;
+    MPI_Comm_rank(node, &placement_.local_rank);
+    MPI_Comm_size(node, &placement_.local_size);
+    MPI_Group node_group, world_group;
+    MPI_Comm_group(node, &node_group);
+    MPI_Comm_group(boot_, &world_group);
+    const int first = 0;
+    MPI_Group_translate_ranks(node_group, 1, &first, world_group, &placement_.node_leader);
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&world_group);
+    MPI_Comm_free(&node);
+  }
+
+  RankRecord build_record() {
+    RankRecord me;
+    me.mpi = placement_;
+    me.hostname = host_;
+    std::vector<std::string> problems;
+    try {
+      env_ = read_dtrain_env(lookup_env, read_whole_file);
+      for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
+    } catch (const Error& error) {
+      env_ = DtrainEnv{};
+      problems.push_back(error.what());
+    }
+    me.env = env_;
+    me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
+    me.fingerprint.executable_hash = executable_hash();
+    me.fingerprint.dtrain_version = DTRAIN_VERSION;
+    me.fingerprint.mpi_library = mpi_library_version();
+    probe_cuda_fingerprint(me.fingerprint);
+    // Found here rather than at communicator creation, so that every rank fails together
+    // instead of the others waiting for NCCL until the deadline.
+    if (config_.backend == Backend::kNccl) {
+      if (!nccl_compiled_in()) {
+        problems.push_back(
+            "the NCCL backend was asked for, but this dtrain was built without "
+            "it; use the MPI backend or rebuild with CUDA and NCCL");
+      } else if (visible_device_count() == 0) {
+        problems.push_back(
+            "the NCCL backend was asked for, but no CUDA device is visible here "
+            "(cudaGetDeviceCount found none); use the MPI backend on hosts without "
+            "GPUs, or check CUDA_VISIBLE_DEVICES and the job's GPU request");
+      }
+    }
+    if (config_.preflight) {
+      try {
+        const Endpoint endpoint =
+            env_.present ? parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT")
+                         : derived_endpoint();
+        listener_ = std::make_unique<Listener>(endpoint);
+        me.listen_endpoint = listener_->endpoint();
+        me.listen_errno = listener_->error();
+      } catch (const Error& error) {
+        problems.push_back(error.what());
+      }
+    }
+    for (const auto& problem : problems) me.problem += (me.problem.empty() ? "" : "; ") + problem;
+    return me;
+  }
+
+  void gather_records() {
+    watchdog_.set_phase("exchanging bootstrap records");
+    const std::vector<char> mine = encode_record(build_record());
+    std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_));
+    MPI_Request request;
+    MPI_Iallgather(mine.data(), static_cast<int>(kRecordBytes), MPI_BYTE, all.data(),
+                   static_cast<int>(kRecordBytes), MPI_BYTE, boot_, &request);
+    wait_or_abort({&request, 1}, "exchanging bootstrap records (a rank died after arriving?)");
+    std::vector<std::string> unreadable;
+    for (int r = 0; r < size_; ++r) {
+      try {
+        records_.push_back(decode_record(all.data() + kRecordBytes * static_cast<std::size_t>(r),
+                                         kRecordBytes, r));
+      } catch (const Error& error) {
+        unreadable.push_back(error.what());
+      }
+    }
+    if (!unreadable.empty()) {
+      fail_together(ErrorKind::kMismatch, "bootstrap records disagree:" + join_lines(unreadable),
+                    unreadable.front());
+    }
+  }
+
+  void check_agreement() {
+    std::vector<std::string> problems;
+    for (const auto& record : records_) {
+      if (!record.problem.empty()) {
+        problems.push_back(describe_self(record.mpi.rank, record.hostname) + ": " + record.problem);
+      }
+    }
+    if (problems.empty()) {
+      for (auto& problem : check_env_agreement(records_)) problems.push_back(std::move(problem));
+    }
+    const bool all_have_env = std::all_of(records_.begin(), records_.end(),
+                                          [](const RankRecord& r) { return r.env.present; });
+    std::string own_difference;
+    if (all_have_env) own_difference = compare_endpoint_list_with_rank0();
+    if (!problems.empty()) {
+      fail_together(ErrorKind::kMismatch, "bootstrap checks failed:" + join_lines(problems),
+                    own_difference.empty() ? "bootstrap checks failed (rank 0 prints the details)"
+                                           : own_difference);
+    }
+    if (!env_.present && rank_ == 0 && !config_.quiet) {
+      std::fprintf(stderr,
+                   "dtrain: note: no DTRAIN_* variables (not launched with srun "
+                   "--distributed-train); skipping the environment check; the preflight uses "
+                   "endpoints derived from MPI (host name address, ephemeral port)\n");
+    }
+    std::vector<Fingerprint> fingerprints;
+    for (const auto& record : records_) fingerprints.push_back(record.fingerprint);
+    const std::string table = fingerprint_mismatch_table(fingerprints);
+    if (table.empty()) return;
+    if (config_.allow_mismatch) {
+      if (rank_ == 0) {
+        std::fprintf(stderr,
+                     "dtrain: warning: the ranks differ (continuing because of "
+                     "--allow-mismatch):\n%s",
+                     table.c_str());
+      }
+      return;
+    }
+    fail_together(ErrorKind::kMismatch,
+                  "the ranks do not run the same software (pass --allow-mismatch to continue "
+                  "anyway):\n" +
+                      table,
+                  "the ranks do not run the same software (rank 0 prints the table)");
+  }
+
+  // When the list hashes differ, rank 0 sends its list; each differing rank finds the first
+  // differing entry and returns its message ("" on ranks that agree).
+  std::string compare_endpoint_list_with_rank0() {
+    std::vector<int> differing;
+    for (const auto& record : records_) {
+      if (record.endpoints_hash != records_.front().endpoints_hash)
+        differing.push_back(record.mpi.rank);
+    }
+    if (differing.empty()) return {};
+    watchdog_.set_phase("comparing endpoint lists");
+    unsigned long long length = rank_ == 0 ? env_.endpoints.size() : 0;
+    MPI_Request request;
+    MPI_Ibcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, boot_, &request);
+    wait_or_abort({&request, 1}, "comparing endpoint lists");
+    std::string reference = rank_ == 0 ? env_.endpoints : std::string(length, '\0');
+    MPI_Ibcast(reference.data(), static_cast<int>(length), MPI_CHAR, 0, boot_, &request);
+    wait_or_abort({&request, 1}, "comparing endpoint lists");
+    const auto difference = first_difference(reference, env_.endpoints);
+    if (!difference) return {};
+    const std::string message =
+        "the endpoint list (" + env_.endpoints_source + ") differs from rank 0's at entry " +
+        std::to_string(difference->index) + ": rank 0 has '" + difference->left + "', rank " +
+        std::to_string(rank_) + " has '" + difference->right + "'";
+    return message;
+  }
+
+  void run_preflight() {
+    watchdog_.set_phase("connectivity preflight");
+    // Targets that could not listen are probed too: whoever answers there is named.
+    std::vector<ProbeTarget> targets;
+    for (int peer : preflight_peers(rank_, size_)) {
+      targets.push_back({peer, records_[static_cast<std::size_t>(peer)].listen_endpoint});
+    }
+    const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
+    const auto outcomes = probe_peers(targets, *listener_, probe_deadline);
+    // Keep answering until every rank has finished probing, then free the port.
+    MPI_Request request;
+    MPI_Ibarrier(boot_, &request);
+    wait_or_abort({&request, 1}, "waiting for the other ranks to finish the preflight");
+    listener_->close();
+
+    std::vector<std::int32_t> mine(1 + 2 * kMaxProbes, 0);
+    mine[0] = static_cast<std::int32_t>(std::min(outcomes.size(), kMaxProbes));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(mine[0]); ++i) {
+      mine[1 + 2 * i] = outcomes[i].target;
+      mine[2 + 2 * i] = outcomes[i].error;
+    }
+    std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(size_));
+    MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
+                   static_cast<int>(mine.size()), MPI_INT32_T, boot_, &request);
+    wait_or_abort({&request, 1}, "gathering the preflight results");
+    std::vector<std::vector<ProbeOutcome>> by_source(static_cast<std::size_t>(size_));
+    for (std::size_t source = 0; source < by_source.size(); ++source) {
+      const std::int32_t* row = all.data() + source * mine.size();
+      for (std::int32_t i = 0; i < row[0]; ++i) {
+        by_source[source].push_back({row[1 + 2 * i], row[2 + 2 * i]});
+      }
+    }
+    const auto failures = describe_preflight(records_, by_source);
+    if (failures.empty()) return;
+    std::string own;
+    const std::string me = "rank " + std::to_string(rank_) + " ";
+    for (const auto& failure : failures) {
+      if (failure.starts_with(me)) own += (own.empty() ? "" : "; ") + failure;
+    }
+    fail_together(ErrorKind::kResource, "connectivity preflight failed:" + join_lines(failures),
+                  own.empty() ? "connectivity preflight failed (rank 0 prints the details)"
+                              : "connectivity preflight failed: " + own);
+  }
+
+  std::unique_ptr<Communicator> make_communicator() {
+    if (config_.backend == Backend::kMpi) {
+      watchdog_.set_phase("creating the MPI communicator");
+      return make_mpi_communicator(boot_);
+    }
+    watchdog_.set_phase("creating the NCCL communicator");
+    NcclSetup setup;
+    setup.comm = boot_;
+    setup.rank = rank_;
+    setup.size = size_;
+    const bool bound = env_.present && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
+    setup.device = choose_device(placement_.local_rank, visible_device_count(), bound);
+    setup.deadline = deadline_;
+    setup.who = who_;
+    return make_nccl_communicator(setup);
+  }
+
+  // Every rank reaches the same verdict from the same gathered data, so all of them finalise
+  // MPI and throw; rank 0 carries the full report.
+  [[noreturn]] void fail_together(ErrorKind kind, const std::string& full,
+                                  const std::string& summary) {
+    listener_.reset();
+    // Rank 0 prints the report before MPI_Finalize, which no rank leaves before all entered
+    // it: a launcher that ends the job at the first non-zero exit cannot lose the report.
+    if (rank_ == 0) {
+      std::fprintf(stderr, "dtrain: %s: %s\n", who_.c_str(), full.c_str());
+      std::fflush(stderr);
+    }
+    MPI_Comm_free(&boot_);
+    watchdog_.set_phase("MPI_Finalize after a failed bootstrap");
+    MPI_Finalize();
+    throw Error(kind, who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : summary));
+  }
+
+  BootstrapConfig config_;
+  Clock::time_point started_;
+  std::chrono::milliseconds timeout_;
+  Clock::time_point deadline_;
+  std::string host_;
+  Watchdog watchdog_;
+  std::string who_;
+  MPI_Comm boot_ = MPI_COMM_NULL;
+  int rank_ = -1;
+  int size_ = 0;
+  MpiPlacement placement_;
+  DtrainEnv env_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<RankRecord> records_;
+  BootstrapTimings timings_;
+};
+
+}  // namespace
+
+std::string describe_self(int rank, const std::string& host) {
+  return "rank " + std::to_string(rank) + " on " + host;
+}
+
+std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config) {
+  const auto started = Clock::now();
+  const auto timeout = resolve_timeout(config.timeout, lookup_env);
+  Bootstrapper bootstrapper(config, started, timeout);
+  return bootstrapper.run(argc, argv);
+}
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,69 @@
+#pragma once
+// One call that turns a freshly started task into a ready communicator:
+//   MPI_Init_thread -> the plugin's DTRAIN_* variables checked against MPI -> fingerprint check
+//   -> TCP connectivity preflight on the endpoints -> communicator (MPI, or NCCL on GPUs).
+// Every agreement step is a non-blocking MPI call polled against one deadline, so a rank that
+// never arrives or dies makes every other rank fail with a message instead of hanging.
+//
+// Without the plugin (plain mpirun/srun: no DTRAIN_* variables), rank 0 says so once, the
+// environment check is skipped, and the preflight uses endpoints derived from MPI: each rank
+// listens on its host name's IPv4 address with an ephemeral port, and the endpoints travel
+// in the first exchange. The fingerprint and preflight checks still run.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bootstrap/communicator.hpp"
+
+namespace dtrain::bootstrap {
+
+enum class ThreadLevel { kSingle, kFunneled, kSerialized, kMultiple };
+
+struct BootstrapConfig {
+  Backend backend = Backend::kMpi;
+  // Unset: DTRAIN_BOOTSTRAP_TIMEOUT (seconds) if set, else 60 s. Covers everything from
+  // MPI_Init_thread to the ready communicator.
+  std::optional<std::chrono::milliseconds> timeout;
+  // Connect deadline per preflight probe (capped by the overall deadline).
+  std::chrono::milliseconds probe_timeout{5000};
+  bool allow_mismatch = false;  // a fingerprint mismatch only warns
+  bool preflight = true;
+  ThreadLevel thread_level = ThreadLevel::kFunneled;
+  bool quiet = false;  // no notes on stderr (errors are always printed)
+};
+
+struct BootstrapTimings {  // seconds, this rank
+  double mpi_init = 0;
+  double checks = 0;  // environment, endpoint list and fingerprint exchange
+  double preflight = 0;
+  double communicator = 0;
+  double total = 0;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;  // releases the communicator, then MPI_Finalize
+  virtual Communicator& communicator() = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual const std::string& hostname() const = 0;
+  virtual bool launched_by_plugin() const = 0;
+  virtual const BootstrapTimings& timings() const = 0;
+};
+
+// Throws dtrain::Error when the ranks agree that something is wrong (environment mismatch,
+// fingerprint mismatch, preflight failure, bad configuration); MPI is finalised first, so the
+// caller only prints what() and exits non-zero. The full report (tables, every failing pair)
+// is printed on rank 0's stderr before MPI_Finalize, so that a launcher which ends the job at
+// the first non-zero exit cannot lose it; what() is one line naming this rank. A deadline that
+// passes ends the job (MPI_Abort) after printing which step and, where known, which ranks
+// did not arrive.
+std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config = {});
+
+// "rank 3 on node2": how messages name this process.
+std::string describe_self(int rank, const std::string& host);
+
+}  // namespace dtrain::bootstrap

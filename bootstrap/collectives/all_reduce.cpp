@@ -1,0 +1,39 @@
+#include "bootstrap/collectives/collective.hpp"
+
+namespace dtrain::bootstrap::collectives {
+
+namespace {
+
+Counts counts(std::size_t count, int /*nranks*/) {
+  return {count, count, count, 0, 0};
+}
+
+void init_data(const DataSetup& s, HostData& data) {
+  const std::size_t n = s.counts.param_count;
+  data.input = make_buffer(s.type, n);
+  fill_input(s.type, s.op, s.rank, 0, n, s.rep, s.nranks, data.input);
+  data.expected = make_buffer(s.type, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    store_value(s.type, expected_reduction(s.type, s.op, i, s.rep, s.nranks), data.expected, i);
+  }
+}
+
+Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int nranks) {
+  const double algbw = static_cast<double>(count * type_size) / 1.0e9 / seconds;
+  return {algbw, algbw * 2.0 * (nranks - 1) / nranks};
+}
+
+void run(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
+         ReduceOp op, int /*root*/) {
+  comm.all_reduce(send, recv, count, type, op);
+}
+
+}  // namespace
+
+const CollectiveTest& all_reduce_test() {
+  static const CollectiveTest test{"all_reduce", true,      false,     true,
+                                   counts,       init_data, bandwidth, run};
+  return test;
+}
+
+}  // namespace dtrain::bootstrap::collectives

@@ -1,0 +1,37 @@
+#include "bootstrap/collectives/collective.hpp"
+
+namespace dtrain::bootstrap::collectives {
+
+namespace {
+
+Counts counts(std::size_t count, int /*nranks*/) {
+  return {count, count, count, 0, 0};
+}
+
+void init_data(const DataSetup& s, HostData& data) {
+  const std::size_t n = s.counts.param_count;
+  data.input = make_buffer(s.type, n);
+  fill_input(s.type, std::nullopt, s.rank, 0, n, s.rep, s.nranks, data.input);
+  data.expected = make_buffer(s.type, n);
+  fill_input(s.type, std::nullopt, s.root, 0, n, s.rep, s.nranks, data.expected);
+}
+
+Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int /*nranks*/) {
+  const double algbw = static_cast<double>(count * type_size) / 1.0e9 / seconds;
+  return {algbw, algbw};
+}
+
+void run(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
+         ReduceOp /*op*/, int root) {
+  comm.broadcast(send, recv, count, type, root);
+}
+
+}  // namespace
+
+const CollectiveTest& broadcast_test() {
+  static const CollectiveTest test{"broadcast", false,     true,      true,
+                                   counts,      init_data, bandwidth, run};
+  return test;
+}
+
+}  // namespace dtrain::bootstrap::collectives

@@ -1,0 +1,44 @@
+#include "bootstrap/collectives/collective.hpp"
+
+namespace dtrain::bootstrap::collectives {
+
+namespace {
+
+// The sweep size is the reduced input; each rank receives count/nranks.
+Counts counts(std::size_t count, int nranks) {
+  const std::size_t per_rank = count / static_cast<std::size_t>(nranks);
+  return {per_rank * static_cast<std::size_t>(nranks), per_rank, per_rank, 0, per_rank};
+}
+
+void init_data(const DataSetup& s, HostData& data) {
+  const std::size_t n = s.counts.param_count;
+  data.input = make_buffer(s.type, s.counts.send_count);
+  fill_input(s.type, s.op, s.rank, 0, s.counts.send_count, s.rep, s.nranks, data.input);
+  data.expected = make_buffer(s.type, n);
+  const std::size_t first = static_cast<std::size_t>(s.rank) * n;
+  for (std::size_t i = 0; i < n; ++i) {
+    store_value(s.type, expected_reduction(s.type, s.op, first + i, s.rep, s.nranks), data.expected,
+                i);
+  }
+}
+
+Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int nranks) {
+  const double algbw =
+      static_cast<double>(count * type_size * static_cast<std::size_t>(nranks)) / 1.0e9 / seconds;
+  return {algbw, algbw * (nranks - 1) / nranks};
+}
+
+void run(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
+         ReduceOp op, int /*root*/) {
+  comm.reduce_scatter(send, recv, count, type, op);
+}
+
+}  // namespace
+
+const CollectiveTest& reduce_scatter_test() {
+  static const CollectiveTest test{"reduce_scatter", true,      false,     true,
+                                   counts,           init_data, bandwidth, run};
+  return test;
+}
+
+}  // namespace dtrain::bootstrap::collectives

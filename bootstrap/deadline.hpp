@@ -1,0 +1,55 @@
+#pragma once
+// Deadlines for the bootstrap without relying on MPI's failure handling: agreement steps are
+// non-blocking MPI calls polled against a deadline, and a watchdog thread covers the calls
+// that have no non-blocking form (MPI_Init_thread, MPI_Comm_split_type, ncclGetUniqueId).
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+namespace dtrain::bootstrap {
+
+using Clock = std::chrono::steady_clock;
+
+// Tests `requests` until all complete (true) or `deadline` passes (false). `between` runs each
+// round, e.g. to accept preflight connections while waiting.
+bool poll_requests(std::span<MPI_Request> requests, Clock::time_point deadline,
+                   const std::function<void()>& between = {});
+
+// Prints "dtrain: <who>: <message>" on stderr and ends the whole job with MPI_Abort; falls back
+// to _exit(1) if MPI_Abort itself does not return within a few seconds.
+[[noreturn]] void abort_job(const std::string& who, const std::string& message);
+
+// Ends this process with a message when stop() has not been called by `deadline`. The phase
+// names what the rank was doing; set it before each step that may block.
+class Watchdog {
+ public:
+  Watchdog(Clock::time_point deadline, std::chrono::milliseconds timeout, std::string who);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void set_phase(const char* phase) { phase_.store(phase); }
+  void set_who(std::string who);
+  void stop();
+
+ private:
+  void run();
+  Clock::time_point deadline_;
+  std::chrono::milliseconds timeout_;
+  std::string who_;
+  std::atomic<const char*> phase_{"start"};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dtrain::bootstrap

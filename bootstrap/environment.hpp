@@ -1,0 +1,90 @@
+#pragma once
+// The DTRAIN_* variables the plugin exports, read through a lookup function so that the
+// logic is pure and testable, and the checks that they agree with what MPI reports.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/fingerprint.hpp"
+
+namespace dtrain::bootstrap {
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+using FileReader = std::function<std::string(const std::string& path)>;
+
+struct DtrainEnv {
+  bool present = false;  // false: no DTRAIN_* variable at all (plain mpirun/srun)
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;
+  int local_world_size = -1;
+  int node_rank = -1;
+  int nnodes = -1;
+  std::string current_endpoint;
+  std::string endpoints;         // the full comma-separated list
+  std::string endpoints_source;  // "DTRAIN_ENDPOINTS" or "DTRAIN_ENDPOINTS_FILE=<path>"
+};
+
+// Throws dtrain::Error(kInvalidInput) naming the variables when only some are set or a value
+// is malformed.
+DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file);
+
+// Checks that need no other rank: the list has world_size entries and entry `rank` is the
+// current endpoint. Returns one message per problem.
+std::vector<std::string> check_env_locally(const DtrainEnv& env);
+
+// Default 60 s; DTRAIN_BOOTSTRAP_TIMEOUT (seconds) overrides it; an explicit config value
+// overrides both.
+inline constexpr std::chrono::milliseconds kDefaultBootstrapTimeout{60'000};
+std::chrono::milliseconds resolve_timeout(std::optional<std::chrono::milliseconds> configured,
+                                          const EnvLookup& lookup);
+
+// Where MPI puts this rank: world rank/size and its place among the ranks that share its node
+// (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); node_leader is the lowest world rank there.
+struct MpiPlacement {
+  int rank = -1;
+  int size = -1;
+  int local_rank = -1;
+  int local_size = -1;
+  int node_leader = -1;
+};
+
+// Everything a rank tells the others in the first exchange.
+struct RankRecord {
+  MpiPlacement mpi;
+  std::string hostname;
+  DtrainEnv env;  // without the list text: endpoints_hash stands for it
+  std::uint64_t endpoints_hash = 0;
+  std::string listen_endpoint;  // where this rank listens for the preflight
+  int listen_errno = 0;         // 0: listening
+  Fingerprint fingerprint;
+  std::string problem;  // what this rank found wrong on its own (bad variable, ...); "" if none
+};
+
+// Fixed-size encoding for MPI_Iallgather; strings are shortened to fit.
+inline constexpr std::size_t kRecordBytes = 1536;
+std::vector<char> encode_record(const RankRecord& record);
+// Throws dtrain::Error(kMismatch) naming `from_rank` when the bytes are not a record of this
+// dtrain version (e.g. another program was started for that rank).
+RankRecord decode_record(const char* data, std::size_t size, int from_rank);
+
+// Compares the plugin's view with MPI's across all ranks. One message per problem, naming
+// the rank, the variable and both values. Empty when everything agrees or no rank has the
+// variables.
+std::vector<std::string> check_env_agreement(const std::vector<RankRecord>& records);
+
+}  // namespace dtrain::bootstrap
+
+namespace dtrain::bootstrap {
+
+// The CUDA device a rank uses. When the plugin bound the task (DTRAIN_* present and
+// CUDA_VISIBLE_DEVICES set), the binding already narrowed the visible set to this task's GPUs,
+// so device 0 of that set. Otherwise (plain mpirun, or every GPU visible to every task)
+// local_rank modulo the number of visible devices.
+int choose_device(int local_rank, int visible_devices, bool bound_by_plugin);
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,19 @@
+#pragma once
+// The MPI backend: host buffers, one MPI call per collective, no staging copies. In-place calls
+// (NCCL's convention: send == recv, or send/recv at this rank's block) map to MPI_IN_PLACE.
+// half and bfloat16 travel as MPI_UINT16_T and reduce through user-defined MPI_Ops; avg is
+// a sum followed by a division by the world size on the receiving ranks (integer division for
+// int32, as NCCL does).
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "bootstrap/communicator.hpp"
+
+namespace dtrain::bootstrap {
+
+// Duplicates `parent`; the communicator owns the duplicate.
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm parent);
+
+}  // namespace dtrain::bootstrap

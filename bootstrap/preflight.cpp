@@ -1,0 +1,198 @@
+#include "bootstrap/preflight.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace dtrain::bootstrap {
+
+namespace {
+
+struct Resolved {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  int family = AF_INET;
+  int error = 0;  // errno-style
+};
+
+Resolved resolve(const Endpoint& endpoint) {
+  Resolved out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* result = nullptr;
+  const std::string port = std::to_string(endpoint.port);
+  if (getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &result) != 0 || result == nullptr) {
+    out.error = EHOSTUNREACH;
+    return out;
+  }
+  std::memcpy(&out.address, result->ai_addr, result->ai_addrlen);
+  out.length = result->ai_addrlen;
+  out.family = result->ai_family;
+  freeaddrinfo(result);
+  return out;
+}
+
+std::string numeric(const sockaddr_storage& address, socklen_t length) {
+  char host[NI_MAXHOST];
+  char service[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&address), length, host, sizeof host, service,
+                  sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return to_string(Endpoint{host, static_cast<std::uint16_t>(std::stoi(service))});
+}
+
+}  // namespace
+
+Listener::Listener(const Endpoint& endpoint) : endpoint_(to_string(endpoint)) {
+  Resolved where = resolve(endpoint);
+  if (where.error != 0) {
+    error_ = EADDRNOTAVAIL;
+    return;
+  }
+  fd_ = socket(where.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    error_ = errno;
+    return;
+  }
+  const int on = 1;
+  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (bind(fd_, reinterpret_cast<const sockaddr*>(&where.address), where.length) != 0 ||
+      listen(fd_, SOMAXCONN) != 0) {
+    error_ = errno;
+    close();
+    return;
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
+    endpoint_ = numeric(bound, length);
+  }
+}
+
+Listener::~Listener() {
+  close();
+}
+
+void Listener::serve() {
+  if (fd_ < 0) return;
+  while (true) {
+    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    accepted_.push_back(fd);
+  }
+  std::erase_if(accepted_, [](int fd) {
+    char byte;
+    const ssize_t got = recv(fd, &byte, 1, 0);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+      ::close(fd);
+      return true;
+    }
+    return false;
+  });
+}
+
+void Listener::close() {
+  for (int fd : accepted_) ::close(fd);
+  accepted_.clear();
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Endpoint derived_endpoint() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0) {
+    throw Error(ErrorKind::kResource, std::string("gethostname failed: ") + std::strerror(errno));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(name, nullptr, &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    throw Error(ErrorKind::kResource,
+                std::string("cannot resolve this host's name '") + name +
+                    "' for the preflight endpoint: " + gai_strerror(rc) +
+                    "; add it to /etc/hosts or launch with srun --distributed-train");
+  }
+  char host[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(result->ai_addr)->sin_addr, host,
+            sizeof host);
+  freeaddrinfo(result);
+  return Endpoint{host, 0};
+}
+
+std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, Listener& listener,
+                                      Clock::time_point deadline) {
+  std::vector<ProbeOutcome> outcomes;
+  std::vector<int> sockets;
+  for (const auto& target : targets) {
+    outcomes.push_back({target.rank, 0});
+    sockets.push_back(-1);
+    Resolved where = resolve(parse_endpoint(target.endpoint, "peer endpoint"));
+    if (where.error != 0) {
+      outcomes.back().error = where.error;
+      continue;
+    }
+    const int fd = socket(where.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      outcomes.back().error = errno;
+      continue;
+    }
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&where.address), where.length) == 0) {
+      ::close(fd);
+    } else if (errno == EINPROGRESS) {
+      sockets.back() = fd;
+    } else {
+      outcomes.back().error = errno;
+      ::close(fd);
+    }
+  }
+  while (true) {
+    std::vector<pollfd> waiting;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < sockets.size(); ++i) {
+      if (sockets[i] < 0) continue;
+      waiting.push_back({sockets[i], POLLOUT, 0});
+      index.push_back(i);
+    }
+    listener.serve();
+    if (waiting.empty()) break;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      for (std::size_t i : index) {
+        outcomes[i].error = ETIMEDOUT;
+        ::close(sockets[i]);
+        sockets[i] = -1;
+      }
+      break;
+    }
+    // Short slices keep our own listener answering peers that probe us meanwhile.
+    poll(waiting.data(), waiting.size(), static_cast<int>(std::min<long>(left.count(), 20)));
+    for (std::size_t k = 0; k < waiting.size(); ++k) {
+      if (waiting[k].revents == 0) continue;
+      const std::size_t i = index[k];
+      int error = 0;
+      socklen_t length = sizeof error;
+      getsockopt(sockets[i], SOL_SOCKET, SO_ERROR, &error, &length);
+      outcomes[i].error = error;
+      ::close(sockets[i]);
+      sockets[i] = -1;
+    }
+  }
+  return outcomes;
+}
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,50 @@
+#pragma once
+// The TCP side of the connectivity preflight: a listener on this rank's endpoint that accepts
+// and then waits for the peer to hang up (so TIME_WAIT lands on the connecting side, not on
+// the endpoint port the framework binds later), and non-blocking connects with a deadline.
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/endpoints.hpp"
+#include "bootstrap/preflight_report.hpp"
+
+namespace dtrain::bootstrap {
+
+class Listener {
+ public:
+  // Binds with SO_REUSEADDR and listens; a failure is kept in error(), not thrown, so that
+  // it can be reported with the other ranks' results. Port 0 picks an ephemeral port.
+  explicit Listener(const Endpoint& endpoint);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  int error() const { return error_; }
+  // The bound endpoint (with the real port when 0 was asked for).
+  const std::string& endpoint() const { return endpoint_; }
+  // Accepts pending connections and closes those whose peer has hung up. Never blocks.
+  void serve();
+  void close();
+
+ private:
+  int fd_ = -1;
+  int error_ = 0;
+  std::string endpoint_;
+  std::vector<int> accepted_;
+};
+
+// For runs without the plugin: this host's name resolved to an IPv4 address, port 0.
+Endpoint derived_endpoint();
+
+struct ProbeTarget {
+  int rank;
+  std::string endpoint;
+};
+
+// Connects to every target at once; each outcome is 0, an errno or ETIMEDOUT at `deadline`.
+std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, Listener& listener,
+                                      Clock::time_point deadline);
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,78 @@
+#include "bootstrap/preflight_report.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "bootstrap/endpoints.hpp"
+
+namespace dtrain::bootstrap {
+
+namespace {
+
+std::string errno_text(int error) {
+  if (error == ETIMEDOUT) return "no answer before the deadline (connection timed out)";
+  std::string text = std::strerror(error);
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+std::string port_of(const std::string& endpoint) {
+  const auto colon = endpoint.rfind(':');
+  return colon == std::string::npos ? endpoint : endpoint.substr(colon + 1);
+}
+
+}  // namespace
+
+std::string describe_listen_failure(const RankRecord& rank) {
+  std::string message = "rank " + std::to_string(rank.mpi.rank) + " on " + rank.hostname +
+                        " cannot listen on " + rank.listen_endpoint + ": " +
+                        errno_text(rank.listen_errno);
+  const std::string port = port_of(rank.listen_endpoint);
+  if (rank.listen_errno == EADDRINUSE) {
+    message += " — another process holds the port; find it with \"ss -ltnp 'sport = :" + port +
+               "'\" on " + rank.hostname +
+               ", stop it or let Slurm reserve ports for the step (MpiParams=ports=A-B)";
+  } else if (rank.listen_errno == EADDRNOTAVAIL) {
+    message += " — the address is not configured on " + rank.hostname +
+               "; check how the node's name resolves there";
+  }
+  return message;
+}
+
+std::string describe_probe_failure(const RankRecord& source, const RankRecord& target, int error) {
+  const std::string& endpoint = target.listen_endpoint;
+  return "rank " + std::to_string(source.mpi.rank) + " on " + source.hostname +
+         " cannot reach rank " + std::to_string(target.mpi.rank) + " at " + target.hostname + ":" +
+         port_of(endpoint) + " (" + endpoint + "): " + errno_text(error);
+}
+
+std::string describe_impostor(const RankRecord& source, const RankRecord& target) {
+  return "rank " + std::to_string(source.mpi.rank) + " on " + source.hostname + " reached rank " +
+         std::to_string(target.mpi.rank) + "'s endpoint " + target.hostname + ":" +
+         port_of(target.listen_endpoint) + " (" + target.listen_endpoint + "), but rank " +
+         std::to_string(target.mpi.rank) +
+         " could not listen there: another process answers on that port";
+}
+
+std::vector<std::string> describe_preflight(
+    const std::vector<RankRecord>& records,
+    const std::vector<std::vector<ProbeOutcome>>& outcomes) {
+  std::vector<std::string> failures;
+  for (const auto& record : records) {
+    if (record.listen_errno != 0) failures.push_back(describe_listen_failure(record));
+  }
+  for (std::size_t source = 0; source < outcomes.size(); ++source) {
+    for (const auto& outcome : outcomes[source]) {
+      const RankRecord& from = records.at(source);
+      const RankRecord& to = records.at(static_cast<std::size_t>(outcome.target));
+      if (outcome.error != 0) {
+        failures.push_back(describe_probe_failure(from, to, outcome.error));
+      } else if (to.listen_errno != 0) {
+        failures.push_back(describe_impostor(from, to));
+      }
+    }
+  }
+  return failures;
+}
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,27 @@
+#pragma once
+// Turns preflight outcomes into messages that name both ranks, both hosts, the port and the
+// errno text. Pure: records and numbers in, text out.
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/environment.hpp"
+
+namespace dtrain::bootstrap {
+
+// Outcome of one probe from the rank that made it.
+struct ProbeOutcome {
+  int target = -1;
+  int error = 0;  // 0: connected; else an errno value
+};
+
+std::string describe_listen_failure(const RankRecord& rank);
+std::string describe_probe_failure(const RankRecord& source, const RankRecord& target, int error);
+// The target could not listen, yet the connect succeeded: another process answers there.
+std::string describe_impostor(const RankRecord& source, const RankRecord& target);
+
+// Every failure, listen failures first, in rank order. Empty when the preflight passed.
+std::vector<std::string> describe_preflight(const std::vector<RankRecord>& records,
+                                            const std::vector<std::vector<ProbeOutcome>>& outcomes);
+
+}  // namespace dtrain::bootstrap

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Puts dtrain-bench's all_reduce busbw next to a plain MPI_Allreduce loop on the same ranks
+# and sizes (one allocation, same timing method), and dtrain's bootstrap time next to bare
+# MPI_Init + MPI_Bcast.
+#
+# Usage: compare_allreduce.sh [-N nodes] [-n ranks] [-b minbytes] [-e maxbytes] [-i iters]
+#                             [-R sweeps] [-r bootstrap-runs] [-B bindir]
+# The two sweeps alternate R times (default 3) and each size takes the median busbw of its R
+# runs, so that load from other processes hits both programs alike.
+# Under Slurm (SLURM_JOB_ID set, or SRUN_ALLOC=1 to let srun allocate) it launches with
+#   srun --mpi=pmix -N<nodes> -n<ranks>
+# elsewhere with mpirun on loopback. LAUNCH="..." overrides the launcher entirely.
+set -euo pipefail
+
+nodes=4 ranks=8 min=8 max=64M runs=5 iters=20 sweeps=3
+bindir="$(cd "$(dirname "$0")" && pwd)"
+while getopts "N:n:b:e:r:R:i:B:h" flag; do
+  case "$flag" in
+    N) nodes=$OPTARG ;; n) ranks=$OPTARG ;; b) min=$OPTARG ;; e) max=$OPTARG ;;
+    r) runs=$OPTARG ;; R) sweeps=$OPTARG ;; i) iters=$OPTARG ;; B) bindir=$OPTARG ;;
+    h) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "dtrain: compare_allreduce.sh: unknown option; see -h" >&2; exit 2 ;;
+  esac
+done
+bench="$bindir/dtrain-bench"
+baseline="$bindir/dtrain-mpi-allreduce-baseline"
+for tool in "$bench" "$baseline"; do
+  [[ -x $tool ]] || { echo "dtrain: compare_allreduce.sh: $tool not found; pass -B <dir with the tools>" >&2; exit 2; }
+done
+
+if [[ -n ${LAUNCH:-} ]]; then
+  read -r -a launch <<<"$LAUNCH"
+elif [[ -n ${SLURM_JOB_ID:-} || ${SRUN_ALLOC:-0} == 1 ]]; then
+  launch=(srun --mpi=pmix -N"$nodes" -n"$ranks")
+  export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+else
+  launch=(mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca btl self,vader,tcp
+          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+fi
+echo "# launcher: ${launch[*]}"
+# Where ranks outnumber cores, spinning MPI calls starve each other; both programs get the same.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+
+# Not under /tmp: every Slurm node of the local cluster has a private /tmp.
+work=$(mktemp -d "${DTRAIN_COMPARE_DIR:-$PWD}/dtrain-compare.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+for ((s = 0; s < sweeps; s++)); do
+  "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
+    --json "$work/dtrain-$s.json" >"$work/dtrain-$s.out"
+  "${launch[@]}" "$baseline" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
+    --json "$work/baseline-$s.json" >"$work/baseline-$s.out"
+done
+
+for ((i = 0; i < runs; i++)); do
+  "${launch[@]}" "$bench" --bootstrap-only --json "$work/boot-dtrain-$i.json" >/dev/null
+  "${launch[@]}" "$baseline" --bootstrap-only --json "$work/boot-mpi-$i.json" >/dev/null
+done
+
+python3 - "$work" "$runs" "$sweeps" <<'PY'
+import json, statistics, sys
+work, runs, sweeps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def per_size(rows):
+    return {r["size"]: r["out_of_place"]["busbw"] for r in rows}
+ours_runs = [per_size(json.load(open(f"{work}/dtrain-{s}.json"))["collectives"][0]["rows"]) for s in range(sweeps)]
+theirs_runs = [per_size(json.load(open(f"{work}/baseline-{s}.json"))["rows"]) for s in range(sweeps)]
+dtrain = json.load(open(f"{work}/dtrain-0.json"))
+ours = {size: statistics.median(run[size] for run in ours_runs) for size in ours_runs[0]}
+theirs = {size: statistics.median(run[size] for run in theirs_runs) for size in theirs_runs[0]}
+print(f"# all_reduce float sum, out-of-place, {dtrain['ranks']} ranks; busbw in GB/s, median of {sweeps} alternating sweeps")
+print(f"{'size (B)':>12} | {'dtrain busbw':>12} | {'baseline busbw':>14} | {'ratio':>6}")
+ratios = []
+for size in sorted(set(ours) & set(theirs)):
+    ratio = ours[size] / theirs[size] if theirs[size] > 0 else float("nan")
+    if size >= 1 << 20:
+        ratios.append(ratio)
+    print(f"{size:>12} | {ours[size]:>12.3f} | {theirs[size]:>14.3f} | {ratio:>6.3f}")
+if ratios:
+    print(f"# median ratio from 1 MB up: {statistics.median(ratios):.3f} over {len(ratios)} sizes")
+boot = [json.load(open(f"{work}/boot-dtrain-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
+bare = [json.load(open(f"{work}/boot-mpi-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
+if runs:
+    print(f"# bootstrap time, median of {runs} launches (max over ranks): dtrain "
+          f"{statistics.median(boot)*1e3:.1f} ms, bare MPI_Init+MPI_Bcast {statistics.median(bare)*1e3:.1f} ms")
+PY

@@ -1,0 +1,60 @@
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "bootstrap/preflight_report.hpp"
+
+namespace {
+
+using namespace dtrain::bootstrap;
+
+RankRecord rank_on(int rank, const std::string& host, const std::string& endpoint) {
+  RankRecord record;
+  record.mpi.rank = rank;
+  record.hostname = host;
+  record.listen_endpoint = endpoint;
+  return record;
+}
+
+TEST(PreflightReport, ProbeFailureNamesBothRanksHostsPortAndErrno) {
+  EXPECT_EQ(describe_probe_failure(rank_on(3, "node2", "127.0.1.2:29503"),
+                                   rank_on(4, "node3", "127.0.1.3:29504"), ECONNREFUSED),
+            "rank 3 on node2 cannot reach rank 4 at node3:29504 (127.0.1.3:29504): connection "
+            "refused");
+  EXPECT_NE(describe_probe_failure(rank_on(0, "a", "x:1"), rank_on(1, "b", "y:2"), ETIMEDOUT)
+                .find("no answer before the deadline"),
+            std::string::npos);
+}
+
+TEST(PreflightReport, ListenFailureNamesNodePortAndTheFix) {
+  RankRecord record = rank_on(4, "node3", "127.0.1.3:29504");
+  record.listen_errno = EADDRINUSE;
+  const std::string message = describe_listen_failure(record);
+  EXPECT_EQ(message.rfind("rank 4 on node3 cannot listen on 127.0.1.3:29504: address already in "
+                          "use — another process holds the port; find it with \"ss -ltnp 'sport "
+                          "= :29504'\" on node3",
+                          0),
+            0u)
+      << message;
+}
+
+TEST(PreflightReport, CollectsEveryFailureInRankOrder) {
+  std::vector<RankRecord> records = {rank_on(0, "node1", "127.0.1.1:29500"),
+                                     rank_on(1, "node1", "127.0.1.1:29501"),
+                                     rank_on(2, "node2", "127.0.1.2:29500")};
+  records[2].listen_errno = EADDRINUSE;
+  const std::vector<std::vector<ProbeOutcome>> outcomes = {
+      {{1, 0}, {2, 0}},             // rank 0 reached an impostor on rank 2's port
+      {{0, 0}, {2, ECONNREFUSED}},  // rank 1 was refused
+      {{0, 0}, {1, 0}}};
+  const auto failures = describe_preflight(records, outcomes);
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_EQ(failures[0].rfind("rank 2 on node2 cannot listen", 0), 0u);
+  EXPECT_EQ(failures[1],
+            "rank 0 on node1 reached rank 2's endpoint node2:29500 (127.0.1.2:29500), but rank 2 "
+            "could not listen there: another process answers on that port");
+  EXPECT_EQ(failures[2].rfind("rank 1 on node1 cannot reach rank 2 at node2:29500", 0), 0u);
+  EXPECT_TRUE(describe_preflight(records, {{}, {}, {}}).size() == 1);
+}
+
+}  // namespace
