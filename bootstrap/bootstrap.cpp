@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,23 +16,18 @@
 #include "bootstrap/endpoints.hpp"
 #include "bootstrap/environment.hpp"
 #include "bootstrap/fingerprint.hpp"
+#include "bootstrap/fingerprint_probe.hpp"
 #include "bootstrap/mpi_communicator.hpp"
 #include "bootstrap/nccl_backend.hpp"
-#include "bootstrap/peers.hpp"
 #include "bootstrap/preflight.hpp"
 #include "bootstrap/preflight_report.hpp"
 #include "core/error.hpp"
-
-#ifndef DTRAIN_VERSION
-#error "DTRAIN_VERSION must be defined by the build"
-#endif
 
 namespace dtrain::bootstrap {
 
 namespace {
 
 constexpr int kArrivalTag = 0x6474;
-constexpr std::size_t kMaxProbes = 64;
 // The watchdog backs up the polled steps, which report more precisely, so it fires later.
 constexpr std::chrono::seconds kWatchdogGrace{3};
 constexpr std::chrono::milliseconds kFollowerGrace{1500};
@@ -66,31 +60,6 @@ std::string rank_hint() {
     if (const char* value = std::getenv(name)) return value;
   }
   return "?";
-}
-
-std::string executable_hash() {
-  std::ifstream in("/proc/self/exe", std::ios::binary);
-  if (!in) return "unreadable";
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  std::vector<char> chunk(1 << 20);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    XXH3_64bits_update(state, chunk.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  const auto hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hex64(hash);
-}
-
-std::string mpi_library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(text, &length);
-  std::string version(text, static_cast<std::size_t>(std::max(length, 0)));
-  version = version.substr(0, version.find_first_of("\r\n"));
-  while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
-  return version;
 }
 
 int mpi_thread_level(ThreadLevel level) {
@@ -297,10 +266,7 @@ class Bootstrapper {
     }
     me.env = env_;
     me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
-    me.fingerprint.executable_hash = executable_hash();
-    me.fingerprint.dtrain_version = DTRAIN_VERSION;
-    me.fingerprint.mpi_library = mpi_library_version();
-    probe_cuda_fingerprint(me.fingerprint);
+    me.fingerprint = collect_fingerprint();
     // Found here rather than at communicator creation, so that every rank fails together
     // instead of the others waiting for NCCL until the deadline.
     if (config_.backend == Backend::kNccl) {
@@ -427,36 +393,14 @@ class Bootstrapper {
 
   void run_preflight() {
     watchdog_.set_phase("connectivity preflight");
-    // Targets that could not listen are probed too: whoever answers there is named.
-    std::vector<ProbeTarget> targets;
-    for (int peer : preflight_peers(rank_, size_)) {
-      targets.push_back({peer, records_[static_cast<std::size_t>(peer)].listen_endpoint});
-    }
+    std::vector<std::string> endpoints;
+    for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
     const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
-    const auto outcomes = probe_peers(targets, *listener_, probe_deadline);
-    // Keep answering until every rank has finished probing, then free the port.
-    MPI_Request request;
-    MPI_Ibarrier(boot_, &request);
-    wait_or_abort({&request, 1}, "waiting for the other ranks to finish the preflight");
-    listener_->close();
-
-    std::vector<std::int32_t> mine(1 + 2 * kMaxProbes, 0);
-    mine[0] = static_cast<std::int32_t>(std::min(outcomes.size(), kMaxProbes));
-    for (std::size_t i = 0; i < static_cast<std::size_t>(mine[0]); ++i) {
-      mine[1 + 2 * i] = outcomes[i].target;
-      mine[2 + 2 * i] = outcomes[i].error;
-    }
-    std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(size_));
-    MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
-                   static_cast<int>(mine.size()), MPI_INT32_T, boot_, &request);
-    wait_or_abort({&request, 1}, "gathering the preflight results");
-    std::vector<std::vector<ProbeOutcome>> by_source(static_cast<std::size_t>(size_));
-    for (std::size_t source = 0; source < by_source.size(); ++source) {
-      const std::int32_t* row = all.data() + source * mine.size();
-      for (std::int32_t i = 0; i < row[0]; ++i) {
-        by_source[source].push_back({row[1 + 2 * i], row[2 + 2 * i]});
-      }
-    }
+    // wait_or_abort keeps listener_ answering while it waits.
+    const auto by_source = run_connectivity_preflight(
+        boot_, endpoints, *listener_, probe_deadline,
+        [this](std::span<MPI_Request> requests, const std::string& step,
+               const std::function<void()>&) { wait_or_abort(requests, step); });
     const auto failures = describe_preflight(records_, by_source);
     if (failures.empty()) return;
     std::string own;

@@ -7,10 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
+#include "bootstrap/peers.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::bootstrap {
@@ -193,6 +196,45 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, L
     }
   }
   return outcomes;
+}
+
+std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
+    MPI_Comm comm, const std::vector<std::string>& endpoints, Listener& listener,
+    Clock::time_point probe_deadline, const RequestWaiter& wait) {
+  constexpr std::size_t kMaxProbes = 64;
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<ProbeTarget> targets;
+  for (int peer : preflight_peers(rank, size)) {
+    targets.push_back({peer, endpoints.at(static_cast<std::size_t>(peer))});
+  }
+  const auto outcomes = probe_peers(targets, listener, probe_deadline);
+  const std::function<void()> serve = [&listener] { listener.serve(); };
+  // Keep answering until every rank has finished probing, then free the port.
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  wait({&request, 1}, "waiting for the other ranks to finish the preflight", serve);
+  listener.close();
+
+  std::vector<std::int32_t> mine(1 + 2 * kMaxProbes, 0);
+  mine[0] = static_cast<std::int32_t>(std::min(outcomes.size(), kMaxProbes));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(mine[0]); ++i) {
+    mine[1 + 2 * i] = outcomes[i].target;
+    mine[2 + 2 * i] = outcomes[i].error;
+  }
+  std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(size));
+  MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
+                 static_cast<int>(mine.size()), MPI_INT32_T, comm, &request);
+  wait({&request, 1}, "gathering the preflight results", {});
+  std::vector<std::vector<ProbeOutcome>> by_source(static_cast<std::size_t>(size));
+  for (std::size_t source = 0; source < by_source.size(); ++source) {
+    const std::int32_t* row = all.data() + source * mine.size();
+    for (std::int32_t i = 0; i < row[0]; ++i) {
+      by_source[source].push_back({row[1 + 2 * i], row[2 + 2 * i]});
+    }
+  }
+  return by_source;
 }
 
 }  // namespace dtrain::bootstrap

@@ -1,8 +1,13 @@
 #pragma once
 // The TCP side of the connectivity preflight: a listener on this rank's endpoint that accepts
 // and then waits for the peer to hang up (so TIME_WAIT lands on the connecting side, not on
-// the endpoint port the framework binds later), and non-blocking connects with a deadline.
+// the endpoint port the framework binds later), non-blocking connects with a deadline, and the
+// collective step that runs them on every rank and gathers the outcomes.
 
+#include <mpi.h>
+
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,5 +51,19 @@ struct ProbeTarget {
 // Connects to every target at once; each outcome is 0, an errno or ETIMEDOUT at `deadline`.
 std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, Listener& listener,
                                       Clock::time_point deadline);
+
+// Completes `requests`, calling `between` each polling round, or ends the job (or throws) at
+// the caller's deadline; `step` names what is awaited in that message.
+using RequestWaiter = std::function<void(std::span<MPI_Request> requests, const std::string& step,
+                                         const std::function<void()>& between)>;
+
+// Collective over `comm`: this rank probes preflight_peers(rank, size) at `endpoints` (indexed
+// by rank; a rank that could not listen is probed too, so whoever answers there is found) until
+// `probe_deadline`, keeps `listener` answering until every rank has finished probing, closes it,
+// and all-gathers the outcomes. Returns them by source rank (at most 64 per rank), ready for
+// describe_preflight().
+std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
+    MPI_Comm comm, const std::vector<std::string>& endpoints, Listener& listener,
+    Clock::time_point probe_deadline, const RequestWaiter& wait);
 
 }  // namespace dtrain::bootstrap
