@@ -19,7 +19,8 @@ readonly debian_packages=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev libssl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-torch
-  iproute2 procps util-linux
+  iproute2 procps util-linux bc
+  man-db dpkg-dev file
 )
 
 usage() {

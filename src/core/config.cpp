@@ -19,7 +19,7 @@ PortRange parse_port_range(std::string_view value) {
   const auto dash = value.find('-');
   if (dash == std::string_view::npos) {
     throw_invalid("plugstack argument 'ports': " + quote_for_error(value) +
-                  " is not a range; use ports=FIRST-LAST, e.g. ports=20000-59999");
+                  " is not a range; use ports=FIRST-LAST, e.g. ports=20000-32767");
   }
   PortRange range;
   range.first =

@@ -25,9 +25,11 @@ std::string to_string(const FrameworkSet& set);
 
 enum class AddressMode { kAddress, kName };
 
+// The default stays below Linux's ephemeral range (32768-60999), where outgoing
+// connections would otherwise take the ports a step is about to listen on.
 struct PortRange {
   std::uint16_t first = 20000;
-  std::uint16_t last = 59999;
+  std::uint16_t last = 32767;
   std::uint32_t size() const { return static_cast<std::uint32_t>(last) - first + 1; }
 };
 

@@ -175,17 +175,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints --help, or CLI11's message for a bad option
+    return rc == 0 ? 0 : 2;
   }
   if (!o.from_env && (o.nodelist.empty() || o.tasks_per_node.empty())) {
-    std::cerr << "dtrain-plan: give --nodelist and --tasks-per-node, or --from-env inside an "
+    std::cerr << "dtrain: dtrain-plan: give --nodelist and --tasks-per-node, or --from-env inside an "
                  "allocation (see --help)\n";
     return 2;
   }
   try {
     return run(o);
   } catch (const std::exception& e) {
-    std::cerr << "dtrain-plan: " << e.what() << "\n";
+    std::cerr << "dtrain: " << e.what() << "\n";
     return 1;
   }
 }
