@@ -8,6 +8,8 @@ readonly build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd -P)
 readonly workdir="$build/demo"   # outside /tmp: every emulated node has its own /tmp
 mkdir -p "$workdir"
 cd "$workdir"
+# Eight ranks share two cores here: let Open MPI yield instead of spinning.
+export OMPI_MCA_mpi_yield_when_idle=1
 
 section() { printf '\n== %s\n' "$*"; }
 
@@ -26,7 +28,7 @@ section "the same step planned offline by dtrain-plan"
 if [[ -x "$build/src/trainer/dtrain-trainer" ]]; then
   section "dtrain-trainer: DDP training on 8 ranks over 4 nodes"
   srun --mpi=pmix -N4 -n8 --distributed-train "$build/src/trainer/dtrain-trainer" \
-    --log-dir "$workdir/logs" --steps 200
+    --hidden 256,256 --max-steps 200 --log-every 20 --log-dir "$workdir/logs"
 fi
 
 if [[ -x "$build/src/bench/dtrain-bench" ]]; then
