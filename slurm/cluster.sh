@@ -17,6 +17,7 @@ readonly ctld_hostname=dtrain-ctld
 usage() {
   cat <<EOF
 Usage: $(basename "$0") {up|down|status|restart|ps} [options]
+       $(basename "$0") {stop-node|start-node} NODE [options]
 
 Runs a local four-node Slurm cluster for dtrain's cluster tests: node[1-4] with 4 CPUs each in
 one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,2,1(x2) and two
@@ -32,6 +33,10 @@ Commands:
   restart   down, then up
   ps        list every process of the cluster, one per line: NAME PID COMMAND ARGS..., where
             NAME is slurmctld or the node (node1..node4) whose namespaces the process lives in
+  stop-node NODE   stop the slurmd of one node with SIGTERM, as stopping the slurmd service of
+            a real node does; its running steps (slurmstepd and tasks) are left alone
+  start-node NODE  start the slurmd of one node again (inside the namespaces of its surviving
+            steps, if any) and wait until slurmctld sees the node respond
 
 Options:
   --state-dir DIR      where all state lives (default: \$DTRAIN_CLUSTER_DIR, else
@@ -41,6 +46,11 @@ Options:
                        the state directory, in 20000-28990, so two state dirs can coexist)
   --resv-ports A-B     set MpiParams=ports=A-B (Slurm reserved ports); default: not set
   --no-resv-ports      remove a previously set --resv-ports
+  --valgrind-stepd NODE  run every slurmstepd of NODE under valgrind memcheck: a wrapper is
+                       bind-mounted over /usr/sbin/slurmstepd in that node's mount namespace
+                       only; logs go to DIR/valgrind/<pid>.log (delete them between runs)
+  --valgrind-suppressions FILE  suppression file for --valgrind-stepd (default: none)
+  --no-valgrind-stepd  remove a previously set --valgrind-stepd
   --timeout SECONDS    how long up waits for idle nodes (default: 60)
   -h, --help           print this help
 
@@ -65,16 +75,35 @@ opt_plugstack=""
 opt_port_base=""
 opt_resv_ports=""
 opt_no_resv_ports=0
+opt_valgrind_node=""
+opt_valgrind_suppressions=""
+opt_no_valgrind=0
+node_argument=""
 wait_timeout=60
+
+is_node() {
+  local node
+  for node in "${nodes[@]}"; do
+    [[ "$1" == "$node" ]] && return 0
+  done
+  return 1
+}
 
 parse_args() {
   while (($#)); do
     case "$1" in
-      up | down | status | restart | ps)
-        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps"
+      up | down | status | restart | ps | stop-node | start-node)
+        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node"
         subcommand="$1"
+        if [[ "$1" == *-node ]]; then
+          if (($# < 2)) || [[ "$2" == -* ]]; then
+            die "$1 needs a node name (one of ${nodes[*]}) right after it"
+          fi
+          node_argument="$2"
+          shift
+        fi
         ;;
-      --state-dir | --plugstack | --port-base | --resv-ports | --timeout)
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions)
         (($# >= 2)) || die "option $1 needs a value; see --help"
         case "$1" in
           --state-dir) state_dir="$2" ;;
@@ -82,10 +111,13 @@ parse_args() {
           --port-base) opt_port_base="$2" ;;
           --resv-ports) opt_resv_ports="$2" ;;
           --timeout) wait_timeout="$2" ;;
+          --valgrind-stepd) opt_valgrind_node="$2" ;;
+          --valgrind-suppressions) opt_valgrind_suppressions="$2" ;;
         esac
         shift
         ;;
       --no-resv-ports) opt_no_resv_ports=1 ;;
+      --no-valgrind-stepd) opt_no_valgrind=1 ;;
       -h | --help)
         usage
         exit 0
@@ -94,7 +126,13 @@ parse_args() {
     esac
     shift
   done
-  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps (see --help)"
+  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node (see --help)"
+  if [[ -n "$node_argument" ]]; then
+    is_node "$node_argument" || die "$subcommand: unknown node '$node_argument'; the nodes are ${nodes[*]}"
+  fi
+  if [[ -n "$opt_valgrind_node" ]]; then
+    is_node "$opt_valgrind_node" || die "--valgrind-stepd: unknown node '$opt_valgrind_node'; the nodes are ${nodes[*]}"
+  fi
   [[ "$wait_timeout" =~ ^[1-9][0-9]{0,3}$ ]] || die "--timeout '$wait_timeout' is not a number of seconds in 1-9999"
 }
 
@@ -119,6 +157,7 @@ setup_paths() {
   run_dir="$state_dir/run"
   log_dir="$state_dir/log"
   tmp_root="$state_dir/tmp"
+  valgrind_dir="$state_dir/valgrind"
 }
 
 # Serialises up/down/restart on one state directory (two ctest runs, a test and a shell).
@@ -131,22 +170,36 @@ lock_state_dir() {
 require_environment() {
   ((EUID == 0)) || die "cluster.sh must run as root (slurmd needs namespaces and mounts); rerun with sudo"
   local tool
-  for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare setsid flock ss; do
+  for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare nsenter setsid flock ss; do
     command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2"
   done
 }
 
 # Options persist so that a later `up` or `restart` without options keeps the same cluster.
 load_options() {
-  local saved_plugstack="" saved_port_base="" saved_resv_ports=""
+  local saved_plugstack="" saved_port_base="" saved_resv_ports="" saved_valgrind_node=""
+  local saved_valgrind_suppressions=""
   if [[ -f "$options_file" ]]; then
     # shellcheck disable=SC1090
-    source <(grep -E '^saved_(plugstack|port_base|resv_ports)=' "$options_file")
+    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions)=' "$options_file")
   fi
   plugstack="${opt_plugstack:-${saved_plugstack:-$state_dir/plugstack.conf}}"
   port_base="${opt_port_base:-${saved_port_base:-}}"
   resv_ports="${opt_resv_ports:-${saved_resv_ports:-}}"
   ((opt_no_resv_ports == 0)) || resv_ports=""
+  valgrind_node="${opt_valgrind_node:-${saved_valgrind_node:-}}"
+  valgrind_suppressions="${opt_valgrind_suppressions:-${saved_valgrind_suppressions:-}}"
+  if ((opt_no_valgrind)); then
+    valgrind_node=""
+    valgrind_suppressions=""
+  fi
+  if [[ -n "$valgrind_node" ]]; then
+    command -v valgrind >/dev/null || die "--valgrind-stepd needs valgrind; install the Debian package valgrind"
+  fi
+  if [[ -n "$opt_valgrind_suppressions" ]]; then
+    [[ -f "$opt_valgrind_suppressions" ]] || die "--valgrind-suppressions '$opt_valgrind_suppressions' is not a file"
+    valgrind_suppressions=$(realpath -- "$opt_valgrind_suppressions")
+  fi
 
   if [[ -z "$port_base" ]]; then
     local checksum
@@ -176,6 +229,8 @@ save_options() {
     printf 'saved_plugstack=%q\n' "$plugstack"
     printf 'saved_port_base=%q\n' "$port_base"
     printf 'saved_resv_ports=%q\n' "$resv_ports"
+    printf 'saved_valgrind_node=%q\n' "$valgrind_node"
+    printf 'saved_valgrind_suppressions=%q\n' "$valgrind_suppressions"
   } >"$options_file"
 }
 
@@ -258,6 +313,10 @@ FirstJobId=$((port_base * 1000))
 EOF
   if [[ -n "$resv_ports" ]]; then
     echo "MpiParams=ports=$resv_ports"
+  fi
+  # Not a Slurm setting: recorded here so that up restarts the cluster when it changes.
+  if [[ -n "$valgrind_node" ]]; then
+    echo "# slurmstepd of $valgrind_node runs as: $(valgrind_command)"
   fi
   # Slurm's block layout gives the first node as many CPUs as the job may use there while leaving
   # one for each remaining node, so 4 CPUs per node is what makes `srun -N4 -n8` the uneven
@@ -424,18 +483,61 @@ log_tails() {
   done
 }
 
+# slurmd execs the compiled-in path /usr/sbin/slurmstepd. For --valgrind-stepd, a wrapper that
+# runs the real binary under memcheck is bind-mounted over that path inside one node's mount
+# namespace only. The real binary is bind-mounted first onto a placeholder file (empty when seen
+# from outside that namespace), because inside it the original path then names the wrapper.
+# valgrind_command prints the wrapper's command line, without the program's arguments.
+#
+# --keep-debuginfo: Slurm unloads SPANK plugins before exit, and without it the plugin's frames
+# in leak reports would be bare addresses. --error-exitcode: a stepd with errors exits 99
+# (slurmd logs it); the logs are the verdict. --vgdb=no: no gdbserver FIFOs in the node's
+# /tmp. %p: one log per process, forks included.
+valgrind_command() {
+  local suppressions=""
+  [[ -z "$valgrind_suppressions" ]] || suppressions=" --suppressions=$(printf %q "$valgrind_suppressions")"
+  echo "valgrind --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite" \
+    "--show-possibly-lost=no --keep-debuginfo=yes --error-exitcode=99 --num-callers=40" \
+    "--vgdb=no$suppressions --log-file=$(printf %q "$valgrind_dir")/%p.log" \
+    "$(printf %q "$valgrind_dir")/slurmstepd.real"
+}
+
+write_valgrind_wrapper() {
+  mkdir -p "$valgrind_dir"
+  : >"$valgrind_dir/slurmstepd.real"
+  {
+    echo '#!/bin/sh'
+    echo "# Written by slurm/cluster.sh --valgrind-stepd: mounted over /usr/sbin/slurmstepd on $valgrind_node."
+    echo "exec $(valgrind_command) \"\$@\""
+  } >"$valgrind_dir/slurmstepd.new"
+  chmod 755 "$valgrind_dir/slurmstepd.new"
+  mv "$valgrind_dir/slurmstepd.new" "$valgrind_dir/slurmstepd"
+}
+
 # Starts one daemon in fresh mount and UTS namespaces; it daemonizes and writes its pid file.
 # setsid detaches it from the caller's session (ctest, a shell), and stdio goes to a file so that
 # no caller waits on our pipes; the file keeps what a daemon says before its log file is open.
+# With JOIN_PID, the daemon enters the namespaces of that process instead: a restarted slurmd
+# joins the node its surviving steps live in, with the same /tmp, /dev/shm and mounts.
 start_daemon() {
-  local name="$1" hostname_in_ns="$2" tmp_dir
+  local name="$1" hostname_in_ns="$2" join_pid="${3:-}" tmp_dir
   tmp_dir=$(daemon_tmp_dir "$name")
   local -a daemon_cmd
+  local stepd_mode=native
   if [[ "$name" == slurmctld ]]; then
     # -c: start clean instead of looking for state files that start_cluster removed.
     daemon_cmd=(slurmctld -c -f "$conf")
   else
     daemon_cmd=(slurmd -f "$conf" -N "$hostname_in_ns")
+    if [[ "$hostname_in_ns" == "$valgrind_node" ]]; then
+      write_valgrind_wrapper
+      stepd_mode=valgrind
+    fi
+  fi
+  if [[ -n "$join_pid" ]]; then
+    setsid nsenter --target "$join_pid" --mount --uts -- "${daemon_cmd[@]}" \
+      </dev/null >>"$log_dir/$name.stdio" 2>&1 9>&-
+    return
   fi
   # shellcheck disable=SC2016 # the inner script expands its own positional parameters
   setsid unshare --mount --uts --propagation private -- /bin/sh -c '
@@ -444,9 +546,13 @@ start_daemon() {
     mount --bind "$2" /etc/hosts
     mount --bind "$3" /tmp
     mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
-    shift 3
-    exec "$@"' sh "$hostname_in_ns" "$hosts_file" "$tmp_dir" "${daemon_cmd[@]}" \
-    </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
+    if [ "$4" = valgrind ]; then
+      mount --bind /usr/sbin/slurmstepd "$5/slurmstepd.real"
+      mount --bind "$5/slurmstepd" /usr/sbin/slurmstepd
+    fi
+    shift 5
+    exec "$@"' sh "$hostname_in_ns" "$hosts_file" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
+    "${daemon_cmd[@]}" </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
 }
 
 wait_until_idle() {
@@ -551,6 +657,56 @@ cmd_status() {
   return "$exit_status"
 }
 
+# Stops one node's slurmd as `systemctl stop slurmd` would on a real node: SIGTERM to slurmd
+# only, so its running steps keep their slurmstepd and tasks.
+cmd_stop_node() {
+  local node="$1" pid tries
+  if ! pid=$(daemon_pid "slurmd.$node"); then
+    note "slurmd of $node is not running"
+    return
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((tries = 0; tries < 100; tries++)); do
+    [[ -d "/proc/$pid" ]] || break
+    sleep 0.1
+  done
+  [[ ! -d "/proc/$pid" ]] || die "slurmd of $node (pid $pid) still runs 10s after SIGTERM; see $log_dir/slurmd.$node.log"
+  note "slurmd of $node stopped (pid $pid); its running steps were left alone"
+}
+
+# Starts one node's slurmd again and waits until slurmctld sees the node respond. While steps of
+# the node survive, slurmd joins their namespaces, as a restarted slurmd shares its machine's.
+cmd_start_node() {
+  local node="$1" pid join_pid tries state=""
+  [[ -f "$conf" ]] || die "no slurm.conf in $state_dir; start the cluster with up first"
+  if pid=$(daemon_pid "slurmd.$node"); then
+    note "slurmd of $node already runs (pid $pid)"
+  else
+    join_pid=$(namespace_processes | awk -v node="$node" '$1 == node { print $2; exit }')
+    start_daemon "slurmd.$node" "$node" "$join_pid"
+    for ((tries = 0; tries < 100; tries++)); do
+      daemon_pid "slurmd.$node" >/dev/null && break
+      sleep 0.1
+    done
+    pid=$(daemon_pid "slurmd.$node") || {
+      log_tails >&2
+      die "slurmd of $node did not start; see the log tails above and $log_dir"
+    }
+    note "slurmd of $node started (pid $pid${join_pid:+, in the namespaces of its surviving process $join_pid})"
+  fi
+  # sinfo marks a node that does not answer with '*'; down and drain need ReturnToService=2.
+  local deadline=$((SECONDS + wait_timeout))
+  while ((SECONDS < deadline)); do
+    state=$(SLURM_CONF="$conf" sinfo -h -n "$node" -N -o '%T' 2>/dev/null | head -n 1) || state=""
+    [[ "$state" =~ ^(idle|mixed|allocated|completing)$ ]] && {
+      note "$node is $state"
+      return
+    }
+    sleep 0.3
+  done
+  die "$node not back after ${wait_timeout}s (state: ${state:-no answer from slurmctld}); see $log_dir/slurmd.$node.log and slurmctld.log"
+}
+
 # One line per process of the cluster, "NAME PID COMMAND ARGS...", sorted by NAME and pid.
 cmd_ps() {
   local name pid comm args
@@ -588,6 +744,17 @@ main() {
     ps)
       require_environment
       cmd_ps
+      ;;
+    stop-node)
+      require_environment
+      lock_state_dir
+      cmd_stop_node "$node_argument"
+      ;;
+    start-node)
+      require_environment
+      lock_state_dir
+      load_options
+      cmd_start_node "$node_argument"
       ;;
   esac
 }

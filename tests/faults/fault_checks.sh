@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# Fault injection on the local Slurm cluster (issue 7): fault_checks.sh CHECK [ARGS...]
+# Runs with the cluster's env.sh sourced (run_with_cluster_env.sh) and the plugin loaded through
+# the cluster's plugstack.conf. Each check injects one fault, prints what it saw and fails with
+# a message naming the difference from the promised outcome.
+#
+# Environment: DTRAIN_FAULT_RANK, DTRAIN_BENCH, DTRAIN_BOOTSTRAP_HELPER (built programs, set by
+# CTest; only the checks that run them need them).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+cluster_sh="$(cd "$here/../.." && pwd -P)/slurm/cluster.sh"
+readonly here cluster_sh
+: "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
+readonly nodes=(node1 node2 node3 node4)
+# More ranks than cores here: let Open MPI yield instead of spinning in blocking calls.
+export OMPI_MCA_mpi_yield_when_idle=1
+
+fail() {
+  echo "dtrain: $*" >&2
+  exit 1
+}
+
+expect_equal() {
+  local what="$1" actual="$2" expected="$3"
+  [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
+  echo "ok: $what = $actual"
+}
+
+expect_in() {
+  local what="$1" pattern="$2" text="$3"
+  grep -Eq -- "$pattern" <<<"$text" || fail "$what: no line matches /$pattern/ in:"$'\n'"$text"
+  echo "ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
+}
+
+# A fresh directory under the state directory (every node sees it; /tmp is per node), removed
+# when the check ends.
+make_work_dir() {
+  work_dir=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" "fault-$1.XXXXXX")
+  trap 'rm -rf -- "$work_dir"' EXIT
+}
+
+# Seconds since the epoch with microseconds, without a subprocess.
+now() { echo "${EPOCHREALTIME}"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+at_most() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+
+# The cluster's processes on the nodes other than the slurmd daemons: steps and their tasks.
+step_processes() {
+  "$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk '$1 != "slurmctld" && $3 != "slurmd"'
+}
+
+# Waits until no step process is left on any node. Steps end asynchronously after srun returns:
+# slurmstepd reports to slurmctld, then exits, and after an MPI_Abort a node's slurmstepd was
+# seen to linger for about 40 s in Slurm's PMIx plugin. 90 s is a liveness bound, not a speed
+# requirement.
+expect_no_step_processes() {
+  local what="$1" tries left
+  for ((tries = 0; tries < 450; tries++)); do
+    left=$(step_processes)
+    [[ -z "$left" ]] && break
+    sleep 0.2
+  done
+  [[ -z "$left" ]] || fail "$what: processes left on the nodes 90 s later:"$'\n'"$left"
+  echo "ok: $what: no process left on any node (after $((tries / 5)).$((tries % 5 * 2)) s of polling)"
+}
+
+# Runs an srun step whose every task prints one line; fails unless all tasks ran.
+expect_step_runs() {
+  local what="$1" tasks="$2" out
+  shift 2
+  # shellcheck disable=SC2016 # expanded by each task
+  out=$(srun --distributed-train --kill-on-bad-exit=1 "$@" bash -c 'echo "$DTRAIN_RANK $(hostname)"' 2>&1) ||
+    fail "$what: srun $* failed:"$'\n'"$out"
+  expect_equal "$what: tasks that ran" "$(grep -c '^[0-9]* node[0-9]$' <<<"$out")" "$tasks"
+}
+
+# ---- a rank killed before the bootstrap ---------------------------------------------------------
+# Rank 7 (alone on node4 in -N4 -n8) SIGKILLs itself before it calls the bootstrap (before
+# MPI_Init), or, with the bootstrap test helper, right after MPI_Init but before the bootstrap's
+# arrival step. Every other rank must exit with a dtrain message within the deadline + 5 s; the
+# time is measured around the whole srun, which bounds every rank's own time.
+check_killed_before_bootstrap() {
+  local deadline=10 victim=7 out status started finished took
+  make_work_dir killed-before-bootstrap
+  : "${DTRAIN_FAULT_RANK:?dtrain: DTRAIN_FAULT_RANK (the dtrain-fault-rank program) is unset}"
+  local -A programs=(
+    [before-mpi-init]="$DTRAIN_FAULT_RANK --victim $victim --when before-init"
+  )
+  if [[ -n "${DTRAIN_BENCH:-}" && -n "${DTRAIN_BOOTSTRAP_HELPER:-}" ]]; then
+    printf '0-%d %s --bootstrap-only\n%d %s --mode die-after-init\n' $((victim - 1)) \
+      "$DTRAIN_BENCH" "$victim" "$DTRAIN_BOOTSTRAP_HELPER" >"$work_dir/after-mpi-init.conf"
+    programs[after-mpi-init]="--multi-prog $work_dir/after-mpi-init.conf"
+  fi
+  local moment
+  for moment in before-mpi-init after-mpi-init; do
+    [[ -n "${programs[$moment]:-}" ]] || {
+      echo "note: $moment not run: DTRAIN_BENCH and DTRAIN_BOOTSTRAP_HELPER are unset"
+      continue
+    }
+    echo "---- rank $victim killed $moment, DTRAIN_BOOTSTRAP_TIMEOUT=$deadline"
+    status=0
+    started=$(now)
+    # shellcheck disable=SC2086 # the program line is split on purpose
+    out=$(DTRAIN_BOOTSTRAP_TIMEOUT=$deadline timeout 120 srun --mpi=pmix --distributed-train \
+      -N4 -n8 ${programs[$moment]} 2>&1) || status=$?
+    finished=$(now)
+    took=$(elapsed "$started" "$finished")
+    grep -E '^(dtrain|srun|slurmstepd)' <<<"$out" | grep -v 'some tasks get the same CPU' | cut -c1-160 || true
+    ((status != 124)) || fail "$moment: the step still ran after 120 s"
+    ((status != 0)) || fail "$moment: the step succeeded without rank $victim"
+    at_most "$took" $((deadline + 5)) ||
+      fail "$moment: the step took ${took} s, more than the deadline ${deadline} s + 5 s"
+    echo "ok: $moment: every rank had exited ${took} s after srun started (bound $((deadline + 5)) s)"
+    expect_in "$moment: srun names the dead task" "node4: task $victim: Killed" "$out"
+    if [[ "$moment" == before-mpi-init ]] && grep -Eq "STEP [0-9.]+ ON node[0-9] CANCELLED" <<<"$out"; then
+      # A race decides who acts first: when node4's slurmstepd has exited before the others
+      # reach the PMIx fence inside MPI_Init, Slurm's PMIx plugin cannot reach node4 and cancels
+      # the step itself, before dtrain's deadline.
+      echo "ok: $moment: Slurm's PMIx plugin cancelled the step (node4 left the MPI_Init fence)"
+      continue
+    fi
+    if [[ "$moment" == before-mpi-init ]]; then
+      # While MPI_Init waits no rank knows who is missing (see README.md), so each rank says
+      # where it was stuck; srun named the dead task above.
+      local rank
+      for ((rank = 0; rank < victim; rank++)); do
+        expect_in "$moment: rank $rank's message" \
+          "^dtrain: rank $rank on node[0-9]: .*still in MPI_Init_thread. Another rank probably died" "$out"
+      done
+    else
+      # Rank 0 names the missing rank and ends the job with MPI_Abort; the others wait 1.5 s
+      # longer so that rank 0's message is the one the user sees.
+      expect_in "$moment: the dead rank named by rank 0" \
+        "^dtrain: rank 0 on node1: timed out after $deadline s .*rank $victim never arrived" "$out"
+    fi
+  done
+}
+
+# ---- a rank killed during an all_reduce ---------------------------------------------------------
+# Rank 7 SIGKILLs itself while the other ranks wait in all_reduce call 20. With
+# --kill-on-bad-exit (see README.md: without it the step hangs), the step must end and leave no
+# slurmstepd or task on any node.
+check_killed_during_all_reduce() {
+  local out status=0 started took
+  : "${DTRAIN_FAULT_RANK:?dtrain: DTRAIN_FAULT_RANK (the dtrain-fault-rank program) is unset}"
+  expect_no_step_processes "before the check"
+  started=$(now)
+  out=$(timeout 120 srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 -N4 -n8 \
+    "$DTRAIN_FAULT_RANK" --victim 7 --when during-all-reduce --iterations 100000 --die-at 20 2>&1) ||
+    status=$?
+  took=$(elapsed "$started" "$(now)")
+  grep -v 'some tasks get the same CPU' <<<"$out" | grep -E '^(srun|dtrain|slurmstepd)' || true
+  ((status != 124)) || fail "the step still ran 120 s after rank 7 died:"$'\n'"$out"
+  ((status != 0)) || fail "the step succeeded although rank 7 died"
+  grep -q 'finished 100000 all_reduce calls' <<<"$out" && fail "a rank finished all its all_reduce calls without rank 7"
+  expect_in "the dead rank named" "node4: task 7: Killed" "$out"
+  echo "ok: the step ended ${took} s after srun started (exit status $status)"
+  expect_no_step_processes "after the step"
+}
+
+# ---- an endpoint port held by a foreign process -------------------------------------------------
+# On node3 (rank 6 alone in -N4 -n8), a process other than the rank listens on rank 6's endpoint
+# before the rank starts. The preflight must name the node and the port.
+check_endpoint_port_held() {
+  local out status=0 held
+  : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
+  out=$(timeout 120 srun --mpi=pmix --distributed-train -N4 -n8 "$here/hold_endpoint.py" --rank 6 -- \
+    "$DTRAIN_BENCH" --bootstrap-only --timeout 30 2>&1) || status=$?
+  grep -v 'some tasks get the same CPU' <<<"$out" || true
+  ((status != 124)) || fail "the step still ran after 120 s"
+  ((status != 0)) || fail "the bootstrap succeeded although rank 6's endpoint port was held"
+  held=$(sed -n 's/^hold_endpoint.py: rank 6 on node3: holding //p' <<<"$out")
+  [[ "$held" =~ ^127\.0\.1\.3:[0-9]+$ ]] || fail "the holder did not report holding rank 6's endpoint on node3"
+  expect_in "the preflight names node and port" \
+    "rank 6 on node3 cannot listen on ${held//./\\.}: address already in use" "$out"
+  expect_in "and how to find the holder" "ss -ltnp 'sport = :${held##*:}'\" on node3" "$out"
+}
+
+# ---- slurmd of one node stopped mid-job ---------------------------------------------------------
+# While job A runs on all four nodes, node2's slurmd is stopped (SIGTERM, as `systemctl stop`).
+# A step launched meanwhile must fail cleanly: an error naming node2, no hang, nothing left on
+# any node. Job A's running step keeps its slurmstepd and must still end. Once the slurmd is
+# started again, the next step must run on all four nodes.
+check_slurmd_stopped() {
+  local a_status=0 b_status=0 b_out tries
+  make_work_dir slurmd-stopped
+  expect_no_step_processes "before the check"
+  # shellcheck disable=SC2016 # expanded by each task
+  srun --distributed-train -N4 -n4 bash -c 'touch "$0/started.$SLURM_PROCID"; sleep 4; echo "A $SLURM_PROCID done"' \
+    "$work_dir" >"$work_dir/a.out" 2>&1 &
+  local a_pid=$!
+  for ((tries = 0; tries < 300 && $(find "$work_dir" -name 'started.*' | wc -l) < 4; tries++)); do
+    sleep 0.1
+  done
+  expect_equal "tasks of job A started" "$(find "$work_dir" -name 'started.*' | wc -l)" 4
+  # Restart node2 whatever happens below, so that a failed check leaves a whole cluster.
+  trap '"$cluster_sh" start-node node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; rm -rf -- "$work_dir"' EXIT
+  "$cluster_sh" stop-node node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+
+  # shellcheck disable=SC2016 # expanded by each task
+  b_out=$(timeout 90 srun --distributed-train -N4 -n4 bash -c 'echo "B $SLURM_PROCID ran"' 2>&1) || b_status=$?
+  echo "$b_out"
+  ((b_status != 124)) || fail "a step launched while node2's slurmd was stopped still waited after 90 s"
+  ((b_status != 0)) || fail "a step launched while node2's slurmd was stopped succeeded"
+  expect_in "the failed step names the node" "failed on node node2" "$b_out"
+  wait "$a_pid" || a_status=$?
+  grep -v 'some tasks get the same CPU' "$work_dir/a.out" || true
+  expect_equal "job A's running step (exit status)" "$a_status" 0
+  expect_no_step_processes "after both steps"
+
+  "$cluster_sh" start-node node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  expect_step_runs "the next step after node2's slurmd is back" 8 -N4 -n8
+  expect_no_step_processes "after the next step"
+}
+
+# ---- endurance ----------------------------------------------------------------------------------
+# Counts what steps could leak, per node: processes, files in the node's /tmp (which is also the
+# plugin's default env_dir), entries in its /dev/shm, and listening sockets on its address.
+resource_counts() {
+  local node index pid tmp_files shm_entries ports processes
+  for index in "${!nodes[@]}"; do
+    node=${nodes[index]}
+    pid=$("$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk -v node="$node" '$1 == node && $3 == "slurmd" { print $2; exit }')
+    [[ -n "$pid" ]] || fail "no slurmd runs on $node"
+    processes=$("$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk -v node="$node" '$1 == node' | wc -l)
+    tmp_files=$(find "$DTRAIN_CLUSTER_DIR/tmp/$node" -mindepth 1 | wc -l)
+    shm_entries=$(nsenter --target "$pid" --mount -- find /dev/shm -mindepth 1 | wc -l)
+    ports=$(ss -Hltn "src 127.0.1.$((index + 1))" | wc -l)
+    echo "$node processes=$processes tmp_files=$tmp_files shm_entries=$shm_entries listening_ports=$ports"
+  done
+}
+
+# Runs STEPS plugin steps one after another inside the current allocation; the last line says
+# how many failed.
+run_endurance_steps() {
+  local steps="$1" failures=0 step out started
+  started=$(now)
+  for ((step = 1; step <= steps; step++)); do
+    # A step that hangs is a failure too, and must not hold the test until CTest kills it.
+    if ! out=$(timeout 60 srun --distributed-train -N4 -n8 true 2>&1); then
+      failures=$((failures + 1))
+      echo "step $step failed:"$'\n'"$out" >&2
+    fi
+    ((step % 50)) || echo "$step steps in $(elapsed "$started" "$(now)") s, $failures failed"
+  done
+  echo "failed=$failures"
+}
+
+# The steps run in one job allocation, as a training job's steps do; one job per step would
+# mostly measure slurmctld's scheduling, which waits for the previous job to finish completing.
+check_endurance() {
+  local steps="$1" before after out started took tries failures
+  before=$(resource_counts)
+  echo "before:"$'\n'"$before"
+  started=$(now)
+  out=$(salloc --quiet -N4 -n8 "${BASH_SOURCE[0]}" endurance-steps "$steps") || true
+  took=$(elapsed "$started" "$(now)")
+  echo "$out"
+  failures=$(sed -n 's/^failed=//p' <<<"$out")
+  [[ -n "$failures" ]] || fail "the allocation for the $steps steps did not run them"
+  echo "$steps steps of srun --distributed-train -N4 -n8 true in one allocation: ${took} s, $failures failed"
+  # The job's slurmstepd processes may still be reporting to slurmctld.
+  for ((tries = 0; tries < 100; tries++)); do
+    after=$(resource_counts)
+    [[ "$after" == "$before" ]] && break
+    sleep 0.2
+  done
+  echo "after:"$'\n'"$after"
+  expect_equal "failed steps" "$failures" 0
+  [[ "$after" == "$before" ]] || fail "resources leaked over $steps steps: before and after differ:"$'\n'"$(diff <(echo "$before") <(echo "$after") || true)"
+  echo "ok: no process, file, shared-memory entry or listening port leaked over $steps steps"
+}
+
+# ---- slurmstepd under valgrind ------------------------------------------------------------------
+# Restarts the cluster with node1's slurmstepd under memcheck, runs one plugin step there, and
+# fails when an error's stack has a dtrain frame. The cluster is restarted without valgrind after.
+check_valgrind_stepd() {
+  local logs="$DTRAIN_CLUSTER_DIR/valgrind" out tries
+  command -v valgrind >/dev/null || fail "valgrind is not installed (Debian package valgrind)"
+  trap '"$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR" --no-valgrind-stepd' EXIT
+  "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR" --valgrind-stepd node1 \
+    --valgrind-suppressions "$here/stepd.supp"
+  rm -f "$logs"/*.log
+  # shellcheck disable=SC2016 # expanded by each task
+  out=$(timeout 300 srun --distributed-train -N1 -n2 -w node1 bash -c 'echo "rank=${DTRAIN_RANK:-unset} of ${DTRAIN_WORLD_SIZE:-unset}"' 2>&1) ||
+    fail "the step under valgrind failed:"$'\n'"$out"
+  echo "$out"
+  expect_equal "ranks the plugin gave the tasks" "$(grep '^rank=' <<<"$out" | sort | paste -sd' ')" "rank=0 of 2 rank=1 of 2"
+  # The step's slurmstepd writes its summary when it exits, shortly after srun returns.
+  for ((tries = 0; tries < 600; tries++)); do
+    [[ -z "$(step_processes)" ]] && grep -qs 'ERROR SUMMARY' "$logs"/*.log && break
+    sleep 0.1
+  done
+  "$here/valgrind_verdict.py" "$logs"
+}
+
+case "${1:-}" in
+  killed-before-bootstrap) check_killed_before_bootstrap ;;
+  killed-during-all-reduce) check_killed_during_all_reduce ;;
+  endpoint-port-held) check_endpoint_port_held ;;
+  slurmd-stopped) check_slurmd_stopped ;;
+  endurance) check_endurance "${2:-200}" ;;
+  endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
+  valgrind-stepd) check_valgrind_stepd ;;
+  *) fail "unknown check '${1:-}'; use killed-before-bootstrap, killed-during-all-reduce, endpoint-port-held, slurmd-stopped, endurance [STEPS] or valgrind-stepd" ;;
+esac
