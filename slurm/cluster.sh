@@ -358,6 +358,8 @@ export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_disable_family=6
 export OMPI_MCA_pml=ob1
 export OMPI_MCA_osc='^ucx'
+# Four emulated nodes share this machine's few cores: ranks that wait should yield them.
+export OMPI_MCA_mpi_yield_when_idle=1
 EOF
   mv "$env_file.new" "$env_file"
 }
