@@ -9,6 +9,10 @@ if(DTRAIN_SANITIZE)
   set(DTRAIN_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   add_compile_options(${DTRAIN_SANITIZER_FLAGS})
   add_link_options(${DTRAIN_SANITIZER_FLAGS})
+  if(DTRAIN_FUZZ)
+    # libFuzzer's coverage feedback from every dtrain library the fuzz targets link.
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
+  endif()
 endif()
 
 function(dtrain_target_defaults target)

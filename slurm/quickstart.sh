@@ -8,7 +8,9 @@ set -euo pipefail
 readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 readonly build="${DTRAIN_BUILD_DIR:-$repo/build}"
 readonly build_asan="${DTRAIN_ASAN_BUILD_DIR:-$repo/build-asan}"
+readonly build_fuzz="${DTRAIN_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
 readonly jobs="${DTRAIN_JOBS:-$(nproc)}"
+readonly fuzz_seconds="${DTRAIN_FUZZ_SECONDS:-15}"  # tests/fuzz/run_fuzzers.sh runs longer
 
 # One list, used by both commands and by CI.
 readonly debian_packages=(
@@ -21,6 +23,7 @@ readonly debian_packages=(
   python3 python3-venv python3-pip python3-torch
   iproute2 procps util-linux bc
   man-db dpkg-dev file
+  clang libclang-rt-14-dev valgrind
 )
 
 usage() {
@@ -70,9 +73,17 @@ run_tests() {
   LSAN_OPTIONS="suppressions=$repo/tests/lsan.supp:fast_unwind_on_malloc=0" \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$build_asan" -L unit --output-on-failure -j "$jobs"
+  note "fuzz targets (clang, libFuzzer): ${fuzz_seconds} s each over the committed seed corpora"
+  CC=clang CXX=clang++ cmake -S "$repo" -B "$build_fuzz" -G Ninja -DDTRAIN_FUZZ=ON \
+    -DDTRAIN_WITH_NCCL=OFF -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+  cmake --build "$build_fuzz" -j "$jobs" --target dtrain_fuzzers
+  ctest --test-dir "$build_fuzz" -L fuzz --output-on-failure -j "$jobs"
   configure_and_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   note "all tests: unit, cluster (the local Slurm cluster starts and stops itself), gpu"
-  ctest --test-dir "$build" --output-on-failure
+  # A test gets a second run only if its first fails: Open MPI 4.1.4's TCP transport now and
+  # then crashes inside MPI_Init when the emulated nodes share one network stack (README,
+  # "Known issues"). A test that fails twice fails the run.
+  ctest --test-dir "$build" --output-on-failure --repeat until-pass:2
 }
 
 case "${1:-}" in

@@ -38,13 +38,13 @@ void write_file(const std::string& path, const std::string& value) {
 
 std::string make_step_env_dir(const std::string& base, std::uint32_t job_id,
                               std::uint32_t step_id) {
-  const std::string dir = base + "/dtrain-" + std::to_string(getuid()) + "-" +
+  const std::string dir = base + "/dtrain-" + std::to_string(geteuid()) + "-" +
                           std::to_string(job_id) + "." + std::to_string(step_id);
   if (mkdir(dir.c_str(), 0700) != 0) {
     if (errno != EEXIST) fail("cannot create the step directory", dir);
     struct stat st {};
     if (lstat(dir.c_str(), &st) != 0) fail("cannot inspect", dir);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
       errno = EPERM;
       fail("refusing to use the step directory (not a private directory of this user)", dir);
     }

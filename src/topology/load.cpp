@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "topology/pci_address.hpp"
@@ -47,6 +48,15 @@ CpuList to_list(hwloc_const_bitmap_t bitmap) {
   return list;
 }
 
+// hwloc keeps whatever number an XML file gives for these fields; reading one through its enum
+// type is undefined behaviour when the number is not an enumerator, so read the raw integer.
+template <typename Enum>
+std::underlying_type_t<Enum> raw_value(const Enum& field) {
+  std::underlying_type_t<Enum> value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
 bool is_io(hwloc_obj_t object) {
   return hwloc_obj_type_is_io(object->type) != 0;
 }
@@ -56,7 +66,7 @@ Placement placement_of(hwloc_obj_t device) {
   hwloc_obj_t object = device->parent;
   for (; object != nullptr && is_io(object); object = object->parent) {
     if (object->type != HWLOC_OBJ_BRIDGE) continue;
-    const bool host = object->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+    const bool host = raw_value(object->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_HOST;
     placement.io_path.push_back(
         {host ? IoHop::Kind::kHostBridge : IoHop::Kind::kPciBridge, object->gp_index});
   }
@@ -113,7 +123,7 @@ void add_pci_device(hwloc_obj_t pci, NodeTopology& topology) {
   Nic nic;
   for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
     if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
-    switch (child->attr->osdev.type) {
+    switch (raw_value(child->attr->osdev.type)) {
       case HWLOC_OBJ_OSDEV_COPROC:
       case HWLOC_OBJ_OSDEV_GPU:
         if (starts_with(child->name, "cuda")) gpu.cuda_name = child->name;

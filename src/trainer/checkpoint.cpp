@@ -46,6 +46,7 @@ class Reader {
       : bytes_(bytes), source_(source) {}
   void raw(void* out, std::size_t size) {
     if (size > bytes_.size() - pos_) fail("payload ends early");
+    if (size == 0) return;  // an empty vector's data() may be null, which memcpy forbids
     std::memcpy(out, bytes_.data() + pos_, size);
     pos_ += size;
   }

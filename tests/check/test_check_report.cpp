@@ -188,7 +188,8 @@ TEST(Analysis, ABusyListenWithoutThePortCheckIsStillReported) {
 TEST(Analysis, MasterPortInUse) {
   CheckInput input = healthy_step();
   input.ranks[0].ports.push_back({"master", "127.0.1.1:40999", true});
-  const Finding& finding = only(analyse(input), "master-port-in-use");
+  const CheckReport report = analyse(input);
+  const Finding& finding = only(report, "master-port-in-use");
   EXPECT_EQ(finding.node, "node1");
   EXPECT_NE(finding.detail.find("127.0.1.1:40999"), std::string::npos);
 }
@@ -265,7 +266,8 @@ TEST(Analysis, SocketInterfaceMustExist) {
     EXPECT_TRUE(analyse(input).healthy()) << setting;
   }
   input.ranks[4].environment["NCCL_SOCKET_IFNAME"] = "=eth";
-  EXPECT_EQ(only(analyse(input), "socket-ifname-missing").detail,
+  const CheckReport report = analyse(input);
+  EXPECT_EQ(only(report, "socket-ifname-missing").detail,
             "NCCL_SOCKET_IFNAME==eth selects none of node2's interfaces (lo, eth0)");
 }
 
