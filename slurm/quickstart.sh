@@ -52,8 +52,10 @@ configure_and_build() {
 }
 
 cluster_up() {
-  "$repo/slurm/cluster.sh" up --state-dir "$build/cluster"
+  # The plugin is in plugstack.conf before slurmd starts, so slurmd caches the topology.
+  mkdir -p "$build/cluster"
   printf 'required %s\n' "$build/spank/spank_dtrain.so" >"$build/cluster/plugstack.conf"
+  "$repo/slurm/cluster.sh" up --state-dir "$build/cluster"
 }
 
 run_demo() {

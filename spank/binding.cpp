@@ -1,5 +1,10 @@
 #include "spank/binding.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "core/error.hpp"
 #include "spank/spank_io.hpp"
 #include "topology/affinity.hpp"
@@ -11,12 +16,41 @@
 namespace dtrain::spank {
 namespace {
 
+constexpr const char* kCacheFile = "/topology.xml";
+
+// The cache is written by root and read by every user's step, so it must be a root-owned
+// path nobody else can write.
+bool root_only(const std::string& path, bool want_directory) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  const bool right_type = want_directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode);
+  return right_type && st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+std::string cache_file(const core::PluginConfig& config) {
+  if (config.topology_cache == "none") return {};
+  return config.topology_cache + kCacheFile;
+}
+
+bool binds_live_topology(const core::PluginConfig& config) {
+  return config.bind && (config.topology.empty() || config.topology == "live");
+}
+
 // Loads the configured topology; a broken site XML falls back to this machine's own
 // topology (CPU-only in practice) with a warning, so the step never fails for it.
 topology::NodeTopology load_for_step(const core::PluginConfig& config,
                                      std::vector<std::string>& warnings) {
   const bool live = config.topology.empty() || config.topology == "live";
-  if (!live) {
+  if (live) {
+    const std::string cached = cache_file(config);
+    if (!cached.empty() && root_only(config.topology_cache, true) && root_only(cached, false)) {
+      try {
+        return topology::load_topology(cached);
+      } catch (const Error&) {
+        // A damaged cache is only a lost shortcut: discover the machine instead.
+      }
+    }
+  } else {
     try {
       return topology::load_topology(config.topology);
     } catch (const Error& e) {
@@ -92,6 +126,21 @@ NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
     out.warnings.push_back(std::string("no GPU/NIC/CPU binding for this step: ") + e.what());
   }
   return out;
+}
+
+void write_topology_cache(const core::PluginConfig& config) {
+  if (!binds_live_topology(config) || config.topology_cache == "none") return;
+  const std::string& dir = config.topology_cache;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw Error(ErrorKind::kResource, "cannot create topology_cache directory '" + dir +
+                                          "': " + std::strerror(errno));
+  }
+  if (!root_only(dir, true)) {
+    throw Error(ErrorKind::kResource, "topology_cache directory '" + dir +
+                                          "' is not a directory that only root can write; "
+                                          "steps will discover the topology themselves");
+  }
+  topology::export_live_topology(cache_file(config));
 }
 
 void apply_task_affinity(const std::vector<unsigned>& planned) {

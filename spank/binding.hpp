@@ -23,6 +23,10 @@ struct NodeBinding {
 NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
                               const core::StepPlan& plan, std::uint32_t local_tasks);
 
+// In slurmd, as root, once at start: writes the live topology to topology_cache= so that
+// steps load a file instead of discovering the machine again. Throws dtrain::Error.
+void write_topology_cache(const core::PluginConfig& config);
+
 // Restricts the calling task to planned ∩ allowed CPUs (left as it is when that is empty).
 void apply_task_affinity(const std::vector<unsigned>& planned);
 

@@ -9,6 +9,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "spank/binding.hpp"
 #include "spank/options.hpp"
 #include "spank/remote.hpp"
 #include "spank/spank_io.hpp"
@@ -41,6 +42,17 @@ int guarded(const char* callback, Fn&& fn) noexcept {
   return -1;
 }
 
+// slurmd must never fail because of dtrain: every problem here is logged and ignored, and
+// steps then discover the topology themselves.
+int cache_topology_in_slurmd(int ac, char** av) noexcept {
+  try {
+    write_topology_cache(dtrain::core::parse_plugin_args(std::vector<std::string>(av, av + (ac > 0 ? ac : 0))));
+  } catch (const std::exception& e) {
+    log_error(std::string("slurmd: no topology cache: ") + e.what());
+  }
+  return 0;
+}
+
 bool is_job_step(spank_t sp) {
   const std::uint32_t step = get_u32(sp, S_JOB_STEPID, "S_JOB_STEPID");
   return step < SLURM_MAX_NORMAL_STEP_ID;  // not the batch script or the extern step
@@ -54,6 +66,7 @@ using namespace dtrain::spank;
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("init", [&] {
     const spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_SLURMD) return cache_topology_in_slurmd(ac, av);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
     std::vector<std::string> args(av, av + (ac > 0 ? ac : 0));
     try {

@@ -128,6 +128,8 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
     } else if (key == "topology") {
       config.topology = (value == "live" || value == "none") ? std::string(value)
                                                              : require_absolute_path(key, value);
+    } else if (key == "topology_cache") {
+      config.topology_cache = value == "none" ? std::string(value) : require_absolute_path(key, value);
     } else if (key == "env_dir") {
       config.env_dir = require_absolute_path(key, value);
     } else if (key == "bind") {

@@ -41,13 +41,17 @@ struct PluginConfig {
   AddressMode address_mode = AddressMode::kAddress;  // address=ip|name
   std::string host_suffix;          // suffix=-ib: appended to each host name before resolving
   std::string topology;             // topology=/path.xml | live | none
+  // topology_cache=DIR | none: slurmd writes the live topology here once, as root, and steps
+  // load it instead of discovering the machine again.
+  std::string topology_cache = "/run/dtrain";
   std::string env_dir = "/tmp";     // env_dir=: where oversized values are written, as the user
   bool bind = true;                 // bind=on|off: GPU/NIC/CPU binding
   bool check_ports = true;          // check_ports=on|off: warn when a needed port is in use
 };
 
 inline constexpr std::string_view kPluginKeys =
-    "enable, frameworks, ports, port_block, address, suffix, topology, env_dir, bind, check_ports";
+    "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, env_dir, "
+    "bind, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

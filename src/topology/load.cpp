@@ -233,4 +233,19 @@ NodeTopology load_topology(const std::string& xml_path) {
   return topology;
 }
 
+void export_live_topology(const std::string& xml_path) {
+  const TopologyPtr owner = open_topology("");
+  // Written beside the target and renamed, so a reader never sees half a file.
+  const std::string partial = xml_path + ".partial";
+  if (hwloc_topology_export_xml(owner.get(), partial.c_str(), 0) != 0) {
+    throw_resource("cannot write topology XML '" + partial + "': " + std::strerror(errno));
+  }
+  if (std::rename(partial.c_str(), xml_path.c_str()) != 0) {
+    const int saved = errno;
+    std::remove(partial.c_str());
+    throw_resource("cannot rename '" + partial + "' to '" + xml_path + "': " +
+                   std::strerror(saved));
+  }
+}
+
 }  // namespace dtrain::topology

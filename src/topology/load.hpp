@@ -14,4 +14,9 @@ namespace dtrain::topology {
 // Throws Error(kResource) naming the path when the file is missing or hwloc rejects it.
 NodeTopology load_topology(const std::string& xml_path);
 
+// Discovers this machine (as load_topology("") does) and writes it as hwloc XML to `xml_path`,
+// atomically. Loading that file later costs a fraction of a live discovery. Throws
+// Error(kResource) naming the path.
+void export_live_topology(const std::string& xml_path);
+
 }  // namespace dtrain::topology

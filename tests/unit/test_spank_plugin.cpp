@@ -90,10 +90,41 @@ TEST_F(SpankPlugin, BadPlugstackArgumentFailsAtLoadNamingTheKey) {
   EXPECT_TRUE(logged("unknown plugstack argument 'colour'"));
 }
 
-TEST_F(SpankPlugin, SlurmdContextIsIgnored) {
+TEST_F(SpankPlugin, SlurmdNeverFailsAndRegistersNothing) {
   fake().context = S_CTX_SLURMD;
   EXPECT_EQ(call_init({"colour=blue"}), 0);
+  EXPECT_TRUE(logged("unknown plugstack argument 'colour'"));
   EXPECT_TRUE(fake().options.empty());
+  EXPECT_EQ(call_init({"topology_cache=/proc/no-such-dir/dtrain"}), 0);
+  EXPECT_TRUE(logged("no topology cache"));
+}
+
+TEST_F(SpankPlugin, SlurmdCachesTheLiveTopologyAndStepsUseIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "the topology cache must be owned by root";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("dtrain-cache-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all |
+                                        std::filesystem::perms::group_read |
+                                        std::filesystem::perms::group_exec |
+                                        std::filesystem::perms::others_read |
+                                        std::filesystem::perms::others_exec);
+  const auto cache = dir / "cache";
+  fake().context = S_CTX_SLURMD;
+  ASSERT_EQ(call_init({"topology_cache=" + cache.string()}), 0);
+  ASSERT_TRUE(fake().errors.empty()) << fake().errors[0];
+  ASSERT_TRUE(std::filesystem::is_regular_file(cache / "topology.xml"));
+
+  // Steps load whatever the cache holds: plant a GPU machine there and see it bound.
+  std::filesystem::copy_file(DTRAIN_FIXTURES "/dgx-h100.xml", cache / "topology.xml",
+                             std::filesystem::copy_options::overwrite_existing);
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name", "topology_cache=" + cache.string()}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(1, 5), 0);
+  EXPECT_EQ(fake().job_env["CUDA_VISIBLE_DEVICES"], "4,5,6,7");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(SpankPlugin, WithoutTheOptionNothingChanges) {
