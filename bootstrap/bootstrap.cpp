@@ -333,7 +333,14 @@ class Bootstrapper {
     const bool all_have_env = std::all_of(records_.begin(), records_.end(),
                                           [](const RankRecord& r) { return r.env.present; });
     std::string own_difference;
-    if (all_have_env) own_difference = compare_endpoint_list_with_rank0();
+    if (all_have_env) {
+      own_difference = compare_endpoint_list_with_rank0();
+      // Rank 0 carries every rank's first difference: a launcher that ends the job at the
+      // first non-zero exit could otherwise kill a rank before it says what differs.
+      for (auto& difference : gather_differences(own_difference)) {
+        problems.push_back(std::move(difference));
+      }
+    }
     if (!problems.empty()) {
       fail_together(ErrorKind::kMismatch, "bootstrap checks failed:" + join_lines(problems),
                     own_difference.empty() ? "bootstrap checks failed (rank 0 prints the details)"
@@ -389,6 +396,37 @@ class Bootstrapper {
         std::to_string(difference->index) + ": rank 0 has '" + difference->left + "', rank " +
         std::to_string(rank_) + " has '" + difference->right + "'";
     return message;
+  }
+
+  // Every rank's non-empty message, on rank 0 (empty elsewhere). Only runs when the
+  // endpoint lists differ, which every rank knows from the gathered hashes.
+  std::vector<std::string> gather_differences(const std::string& mine) {
+    const bool any = std::any_of(records_.begin(), records_.end(), [&](const RankRecord& r) {
+      return r.endpoints_hash != records_.front().endpoints_hash;
+    });
+    if (!any) return {};
+    watchdog_.set_phase("gathering endpoint list differences");
+    int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(rank_ == 0 ? records_.size() : 0);
+    MPI_Request request;
+    MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, boot_, &request);
+    wait_or_abort({&request, 1}, "gathering endpoint list differences");
+    std::vector<int> offsets(lengths.size(), 0);
+    for (std::size_t i = 1; i < lengths.size(); ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
+    std::string all(lengths.empty() ? 0 : static_cast<std::size_t>(offsets.back() + lengths.back()),
+                    '\0');
+    MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                 MPI_CHAR, 0, boot_, &request);
+    wait_or_abort({&request, 1}, "gathering endpoint list differences");
+    std::vector<std::string> messages;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      if (lengths[i] > 0) {
+        messages.push_back(describe_self(static_cast<int>(i), records_[i].hostname) + ": " +
+                           all.substr(static_cast<std::size_t>(offsets[i]),
+                                      static_cast<std::size_t>(lengths[i])));
+      }
+    }
+    return messages;
   }
 
   void run_preflight() {

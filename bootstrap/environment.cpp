@@ -250,7 +250,7 @@ std::vector<std::string> check_env_agreement(const std::vector<RankRecord>& reco
     problems.push_back("the endpoint list differs from rank 0's (hash " +
                        hex64(records.front().endpoints_hash) + ") on ranks " +
                        format_rank_set(differing) +
-                       "; each of those ranks prints its first differing entry");
+                       "; the first differing entry of each follows");
   }
   return problems;
 }
