@@ -8,16 +8,8 @@ cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster
 readonly cluster_sh
 : "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
 
-fail() {
-  echo "dtrain: $*" >&2
-  exit 1
-}
-
-expect_equal() {
-  local what="$1" actual="$2" expected="$3"
-  [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
-  echo "ok: $what = $actual"
-}
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 # Runs one step; every task prints one line of facts about itself, sorted by global rank:
 #   rank node hostname step_tasks_per_node step_nodelist tmp_identity shm_device own_address node3_address

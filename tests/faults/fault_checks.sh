@@ -16,22 +16,8 @@ readonly nodes=(node1 node2 node3 node4)
 # More ranks than cores here: let Open MPI yield instead of spinning in blocking calls.
 export OMPI_MCA_mpi_yield_when_idle=1
 
-fail() {
-  echo "dtrain: $*" >&2
-  exit 1
-}
-
-expect_equal() {
-  local what="$1" actual="$2" expected="$3"
-  [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
-  echo "ok: $what = $actual"
-}
-
-expect_in() {
-  local what="$1" pattern="$2" text="$3"
-  grep -Eq -- "$pattern" <<<"$text" || fail "$what: no line matches /$pattern/ in:"$'\n'"$text"
-  echo "ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
-}
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
 
 # A fresh directory under the state directory (every node sees it; /tmp is per node), removed
 # when the check ends.
@@ -112,7 +98,7 @@ check_killed_before_bootstrap() {
     at_most "$took" $((deadline + 5)) ||
       fail "$moment: the step took ${took} s, more than the deadline ${deadline} s + 5 s"
     echo "ok: $moment: every rank had exited ${took} s after srun started (bound $((deadline + 5)) s)"
-    expect_in "$moment: srun names the dead task" "node4: task $victim: Killed" "$out"
+    expect_line "$moment: srun names the dead task" "node4: task $victim: Killed" "$out"
     if [[ "$moment" == before-mpi-init ]] && grep -Eq "STEP [0-9.]+ ON node[0-9] CANCELLED" <<<"$out"; then
       # A race decides who acts first: when node4's slurmstepd has exited before the others
       # reach the PMIx fence inside MPI_Init, Slurm's PMIx plugin cannot reach node4 and cancels
@@ -125,13 +111,13 @@ check_killed_before_bootstrap() {
       # where it was stuck; srun named the dead task above.
       local rank
       for ((rank = 0; rank < victim; rank++)); do
-        expect_in "$moment: rank $rank's message" \
+        expect_line "$moment: rank $rank's message" \
           "^dtrain: rank $rank on node[0-9]: .*still in MPI_Init_thread. Another rank probably died" "$out"
       done
     else
       # Rank 0 names the missing rank and ends the job with MPI_Abort; the others wait 1.5 s
       # longer so that rank 0's message is the one the user sees.
-      expect_in "$moment: the dead rank named by rank 0" \
+      expect_line "$moment: the dead rank named by rank 0" \
         "^dtrain: rank 0 on node1: timed out after $deadline s .*rank $victim never arrived" "$out"
     fi
   done
@@ -154,7 +140,7 @@ check_killed_during_all_reduce() {
   ((status != 124)) || fail "the step still ran 120 s after rank 7 died:"$'\n'"$out"
   ((status != 0)) || fail "the step succeeded although rank 7 died"
   grep -q 'finished 100000 all_reduce calls' <<<"$out" && fail "a rank finished all its all_reduce calls without rank 7"
-  expect_in "the dead rank named" "node4: task 7: Killed" "$out"
+  expect_line "the dead rank named" "node4: task 7: Killed" "$out"
   echo "ok: the step ended ${took} s after srun started (exit status $status)"
   expect_no_step_processes "after the step"
 }
@@ -172,9 +158,9 @@ check_endpoint_port_held() {
   ((status != 0)) || fail "the bootstrap succeeded although rank 6's endpoint port was held"
   held=$(sed -n 's/^hold_endpoint.py: rank 6 on node3: holding //p' <<<"$out")
   [[ "$held" =~ ^127\.0\.1\.3:[0-9]+$ ]] || fail "the holder did not report holding rank 6's endpoint on node3"
-  expect_in "the preflight names node and port" \
+  expect_line "the preflight names node and port" \
     "rank 6 on node3 cannot listen on ${held//./\\.}: address already in use" "$out"
-  expect_in "and how to find the holder" "ss -ltnp 'sport = :${held##*:}'\" on node3" "$out"
+  expect_line "and how to find the holder" "ss -ltnp 'sport = :${held##*:}'\" on node3" "$out"
 }
 
 # ---- slurmd of one node stopped mid-job ---------------------------------------------------------
@@ -203,7 +189,7 @@ check_slurmd_stopped() {
   echo "$b_out"
   ((b_status != 124)) || fail "a step launched while node2's slurmd was stopped still waited after 90 s"
   ((b_status != 0)) || fail "a step launched while node2's slurmd was stopped succeeded"
-  expect_in "the failed step names the node" "failed on node node2" "$b_out"
+  expect_line "the failed step names the node" "failed on node node2" "$b_out"
   wait "$a_pid" || a_status=$?
   grep -v 'some tasks get the same CPU' "$work_dir/a.out" || true
   expect_equal "job A's running step (exit status)" "$a_status" 0

@@ -24,22 +24,8 @@ readonly model=(--input-dim 64 --hidden "256,256" --classes 8 --samples 65536 --
 readonly every=40
 readonly log_every=5
 
-fail() {
-  echo "dtrain: $*" >&2
-  exit 1
-}
-
-expect_equal() {
-  local what="$1" actual="$2" expected="$3"
-  [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
-  echo "ok: $what = $actual"
-}
-
-expect_line() {
-  local what="$1" pattern="$2" text="$3"
-  grep -Eq -- "$pattern" <<<"$text" || fail "$what: no line matches /$pattern/ in:"$'\n'"$text"
-  echo "ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
-}
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
 
 # Escapes a path for use inside an extended regular expression.
 # shellcheck disable=SC2001 # one substitution over a character class
