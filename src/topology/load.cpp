@@ -1,6 +1,7 @@
 #include "topology/load.hpp"
 
 #include <hwloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -235,8 +236,9 @@ NodeTopology load_topology(const std::string& xml_path) {
 
 void export_live_topology(const std::string& xml_path) {
   const TopologyPtr owner = open_topology("");
-  // Written beside the target and renamed, so a reader never sees half a file.
-  const std::string partial = xml_path + ".partial";
+  // Written beside the target and renamed, so a reader never sees half a file; the pid keeps
+  // two writers (several slurmd on one host) from sharing the partial file.
+  const std::string partial = xml_path + ".partial." + std::to_string(getpid());
   if (hwloc_topology_export_xml(owner.get(), partial.c_str(), 0) != 0) {
     throw_resource("cannot write topology XML '" + partial + "': " + std::strerror(errno));
   }
