@@ -13,9 +13,7 @@ void init_data(const DataSetup& s, HostData& data) {
   data.input = make_buffer(s.type, n);
   fill_input(s.type, s.op, s.rank, 0, n, s.rep, s.nranks, data.input);
   data.expected = make_buffer(s.type, n);
-  for (std::size_t i = 0; i < n; ++i) {
-    store_value(s.type, expected_reduction(s.type, s.op, i, s.rep, s.nranks), data.expected, i);
-  }
+  fill_expected(s.type, s.op, 0, n, s.rep, s.nranks, data.expected);
 }
 
 Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int nranks) {

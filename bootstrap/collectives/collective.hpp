@@ -80,11 +80,16 @@ void store_value(DataType type, double value, std::vector<std::byte>& buffer, st
 double load_value(DataType type, const std::byte* buffer, std::size_t index);
 // Reduces input_value(...) of all ranks at `index`, as the backend must.
 double expected_reduction(DataType type, ReduceOp op, std::size_t index, int rep, int nranks);
+// input_value and expected_reduction repeat with this period in `index`.
+std::size_t value_period(DataType type, std::optional<ReduceOp> op, int nranks);
 std::vector<std::byte> make_buffer(DataType type, std::size_t count);
 // Fills `count` elements of rank `rank`'s input starting at element `first`.
 void fill_input(DataType type, std::optional<ReduceOp> op, int rank, std::size_t first,
                 std::size_t count, int rep, int nranks, std::vector<std::byte>& buffer,
                 std::size_t at = 0);
+// Fills `count` elements of expected_reduction(...) starting at element `first`.
+void fill_expected(DataType type, ReduceOp op, std::size_t first, std::size_t count, int rep,
+                   int nranks, std::vector<std::byte>& buffer, std::size_t at = 0);
 std::size_t count_wrong(DataType type, const std::byte* got, const std::byte* expected,
                         std::size_t count);
 

@@ -15,9 +15,7 @@ void init_data(const DataSetup& s, HostData& data) {
   data.checked = s.rank == s.root;
   data.expected = make_buffer(s.type, n);
   if (!data.checked) return;
-  for (std::size_t i = 0; i < n; ++i) {
-    store_value(s.type, expected_reduction(s.type, s.op, i, s.rep, s.nranks), data.expected, i);
-  }
+  fill_expected(s.type, s.op, 0, n, s.rep, s.nranks, data.expected);
 }
 
 Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int /*nranks*/) {

@@ -16,10 +16,7 @@ void init_data(const DataSetup& s, HostData& data) {
   fill_input(s.type, s.op, s.rank, 0, s.counts.send_count, s.rep, s.nranks, data.input);
   data.expected = make_buffer(s.type, n);
   const std::size_t first = static_cast<std::size_t>(s.rank) * n;
-  for (std::size_t i = 0; i < n; ++i) {
-    store_value(s.type, expected_reduction(s.type, s.op, first + i, s.rep, s.nranks), data.expected,
-                i);
-  }
+  fill_expected(s.type, s.op, first, n, s.rep, s.nranks, data.expected);
 }
 
 Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int nranks) {

@@ -56,6 +56,39 @@ TEST(Data, ValuesVaryWithRankIndexAndRep) {
             input_value(DataType::kFloat32, ReduceOp::kSum, 1, 5, 1, 4));
 }
 
+// The fills compute one period and copy it; they must equal the element-wise definitions at
+// every offset, including tails shorter than a period and counts below one period.
+TEST(Data, PeriodicFillsEqualTheElementwiseDefinitions) {
+  const std::vector<std::optional<ReduceOp>> ops = {std::nullopt,   ReduceOp::kSum, ReduceOp::kProd,
+                                                    ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg};
+  for (DataType type : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+    for (const auto& op : ops) {
+      for (int nranks : {1, 3, 8}) {
+        for (std::size_t first : {std::size_t{0}, std::size_t{5}, std::size_t{1000}}) {
+          for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7},
+                                    std::size_t{251}, std::size_t{1237}}) {
+            const std::size_t at = 3;
+            auto input = make_buffer(type, at + count);
+            fill_input(type, op, 2, first, count, 4, nranks, input, at);
+            auto expected = make_buffer(type, at + count);
+            if (op) fill_expected(type, *op, first, count, 4, nranks, expected, at);
+            for (std::size_t i = 0; i < count; ++i) {
+              auto one = make_buffer(type, 1);
+              store_value(type, input_value(type, op, 2, first + i, 4, nranks), one, 0);
+              ASSERT_EQ(load_value(type, input.data(), at + i), load_value(type, one.data(), 0))
+                  << type_name(type) << " element " << i;
+              if (!op) continue;
+              store_value(type, expected_reduction(type, *op, first + i, 4, nranks), one, 0);
+              ASSERT_EQ(load_value(type, expected.data(), at + i), load_value(type, one.data(), 0))
+                  << type_name(type) << " " << op_name(*op) << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Data, AvgOfInt32TruncatesLikeNccl) {
   // Two ranks at index 0, rep 1 hold 1 and 4.
   const double avg = expected_reduction(DataType::kInt32, ReduceOp::kAvg, 0, 1, 2);  // 1 and 4
