@@ -12,9 +12,9 @@ Counts counts(std::size_t count, int nranks) {
 
 void init_data(const DataSetup& s, HostData& data) {
   const std::size_t n = s.counts.param_count;
-  data.input = make_buffer(s.type, n);
+  size_buffer(data.input, s.type, n);
   fill_input(s.type, std::nullopt, s.rank, 0, n, s.rep, s.nranks, data.input);
-  data.expected = make_buffer(s.type, s.counts.recv_count);
+  size_buffer(data.expected, s.type, s.counts.recv_count);
   for (int peer = 0; peer < s.nranks; ++peer) {
     fill_input(s.type, std::nullopt, peer, 0, n, s.rep, s.nranks, data.expected,
                static_cast<std::size_t>(peer) * n);

@@ -13,9 +13,9 @@ Counts counts(std::size_t count, int nranks) {
 
 void init_data(const DataSetup& s, HostData& data) {
   const std::size_t n = s.counts.param_count;
-  data.input = make_buffer(s.type, s.counts.send_count);
+  size_buffer(data.input, s.type, s.counts.send_count);
   fill_input(s.type, std::nullopt, s.rank, 0, s.counts.send_count, s.rep, s.nranks, data.input);
-  data.expected = make_buffer(s.type, s.counts.recv_count);
+  size_buffer(data.expected, s.type, s.counts.recv_count);
   for (int peer = 0; peer < s.nranks; ++peer) {
     // Block `rank` of the peer's send buffer lands in block `peer` of ours.
     fill_input(s.type, std::nullopt, peer, static_cast<std::size_t>(s.rank) * n, n, s.rep, s.nranks,

@@ -83,6 +83,9 @@ double expected_reduction(DataType type, ReduceOp op, std::size_t index, int rep
 // input_value and expected_reduction repeat with this period in `index`.
 std::size_t value_period(DataType type, std::optional<ReduceOp> op, int nranks);
 std::vector<std::byte> make_buffer(DataType type, std::size_t count);
+// Makes `buffer` `count` zeroed elements, reusing its capacity: a benchmark that reserves its
+// host images once does not allocate (and fault in fresh pages) between timed runs.
+void size_buffer(std::vector<std::byte>& buffer, DataType type, std::size_t count);
 // Fills `count` elements of rank `rank`'s input starting at element `first`.
 void fill_input(DataType type, std::optional<ReduceOp> op, int rank, std::size_t first,
                 std::size_t count, int rep, int nranks, std::vector<std::byte>& buffer,

@@ -174,6 +174,10 @@ std::vector<std::byte> make_buffer(DataType type, std::size_t count) {
   return std::vector<std::byte>(count * type_size(type));
 }
 
+void size_buffer(std::vector<std::byte>& buffer, DataType type, std::size_t count) {
+  buffer.assign(count * type_size(type), std::byte{0});
+}
+
 void fill_input(DataType type, std::optional<ReduceOp> op, int rank, std::size_t first,
                 std::size_t count, int rep, int nranks, std::vector<std::byte>& buffer,
                 std::size_t at) {

@@ -12,9 +12,9 @@ Counts counts(std::size_t count, int nranks) {
 
 void init_data(const DataSetup& s, HostData& data) {
   const std::size_t n = s.counts.param_count;
-  data.input = make_buffer(s.type, s.counts.send_count);
+  size_buffer(data.input, s.type, s.counts.send_count);
   fill_input(s.type, s.op, s.rank, 0, s.counts.send_count, s.rep, s.nranks, data.input);
-  data.expected = make_buffer(s.type, n);
+  size_buffer(data.expected, s.type, n);
   const std::size_t first = static_cast<std::size_t>(s.rank) * n;
   fill_expected(s.type, s.op, first, n, s.rep, s.nranks, data.expected);
 }

@@ -10,9 +10,9 @@ Counts counts(std::size_t count, int /*nranks*/) {
 
 void init_data(const DataSetup& s, HostData& data) {
   const std::size_t n = s.counts.param_count;
-  data.input = make_buffer(s.type, n);
+  size_buffer(data.input, s.type, n);
   fill_input(s.type, std::nullopt, s.rank, 0, n, s.rep, s.nranks, data.input);
-  data.expected = make_buffer(s.type, n);
+  size_buffer(data.expected, s.type, n);
   fill_input(s.type, std::nullopt, (s.rank - 1 + s.nranks) % s.nranks, 0, n, s.rep, s.nranks,
              data.expected);
 }

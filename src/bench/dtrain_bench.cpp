@@ -104,6 +104,11 @@ class Runner {
       const std::size_t bytes = std::max(largest.send_count, largest.recv_count) * ts;
       BackendBuffer send(comm_.backend(), bytes);
       BackendBuffer recv(comm_.backend(), bytes);
+      // The host images are reserved once per sweep, as the device buffers are, so that no
+      // allocation between timed runs changes the process's memory state.
+      host_.input.reserve(bytes);
+      host_.expected.reserve(bytes);
+      got_.reserve(bytes);
       const std::vector<ReduceOp> ops = test.uses_op ? o_.ops : std::vector{ReduceOp::kSum};
       for (ReduceOp op : ops) {
         for (std::size_t i = 0; i < o_.sizes.size(); ++i) {
@@ -144,13 +149,13 @@ class Runner {
     bootstrap::collectives::DataSetup setup{type,         op, o_.root, comm_.rank(),
                                             comm_.size(), 99, counts};
 
-    const auto prepare = [&](int rep) {
+    const auto prepare = [&](int rep) -> const bootstrap::collectives::HostData& {
       setup.rep = rep;
-      bootstrap::collectives::HostData data;
-      test.init_data(setup, data);
+      host_.checked = true;
+      test.init_data(setup, host_);
       recv.zero();
-      send_buffer.upload(send_offset, data.input.data(), data.input.size());
-      return data;
+      send_buffer.upload(send_offset, host_.input.data(), host_.input.size());
+      return host_;
     };
     const auto run_once = [&] {
       test.run(comm_, send_ptr, recv_ptr, counts.param_count, type, op, o_.root);
@@ -170,15 +175,15 @@ class Runner {
     if (o_.check == 0 || (in_place && !test.in_place_checked)) return m;
     std::int64_t wrong = 0;
     for (int c = 0; c < o_.check && wrong == 0; ++c) {
-      const auto data = prepare(++rep_);
+      const auto& data = prepare(++rep_);
       run_once();
       comm_.synchronize();
       std::int64_t local_wrong = 0;
       if (data.checked) {
-        std::vector<std::byte> got(data.expected.size());
-        recv.download(recv_offset, got.data(), got.size());
+        got_.resize(data.expected.size());
+        recv.download(recv_offset, got_.data(), got_.size());
         local_wrong = static_cast<std::int64_t>(bootstrap::collectives::count_wrong(
-            type, got.data(), data.expected.data(), data.expected.size() / ts));
+            type, got_.data(), data.expected.data(), data.expected.size() / ts));
       }
       MPI_Allreduce(&local_wrong, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     }
@@ -216,6 +221,8 @@ class Runner {
   bootstrap::Communicator& comm_;
   Progress progress_;
   int rep_ = 100;
+  bootstrap::collectives::HostData host_;
+  std::vector<std::byte> got_;
 };
 
 void print_devices(bootstrap::Session& session) {
