@@ -19,7 +19,9 @@ wrapper=${DTRAIN_WRAPPER:?}
 work=$(mktemp -d "$PWD/bootstrap-case.XXXXXX")
 # More ranks than cores here: let Open MPI yield instead of spinning in blocking calls.
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
-trap 'kill ${holder_pid:-} 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
+trap 'kill ${holder_pid:-} 2>/dev/null; restore_plugstack "$work"; rm -rf "$work"' EXIT
 out=$work/output
 
 fail() {
@@ -30,21 +32,7 @@ fail() {
 }
 
 # A base port whose np ports are free on loopback, different for every run.
-base_port=$(python3 - "$np" <<'PY'
-import random, socket, sys
-n = int(sys.argv[1])
-for _ in range(200):
-    base = random.randrange(30000, 60000 - n)
-    try:
-        for port in range(base - 1, base + n):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port))
-        print(base)
-        break
-    except OSError:
-        continue
-PY
-)
+base_port=$(free_port_block "$np")
 
 env_prefix=("$wrapper" --base-port "$base_port")
 plugin_flag=()
@@ -124,15 +112,9 @@ case $case_name in
       victim=6 hold_addr=127.0.1.3 hold_port=$base_port  # -N4 -n8 block: rank 6 alone on node3
     fi
     if [[ ${DTRAIN_USE_PLUGIN:-0} == 1 ]]; then
-      # A port range of one block makes the plugin's base port exactly $base_port.
-      plugstack=${DTRAIN_CLUSTER_DIR:?}/plugstack.conf
-      cp "$plugstack" "$work/plugstack.saved"
-      trap 'kill ${holder_pid:-} 2>/dev/null; cp "$work/plugstack.saved" "$plugstack"; rm -rf "$work"' EXIT
-      sed -i "s|spank_dtrain.so.*|& ports=$base_port-$((base_port + 31)) port_block=32|" "$plugstack"
+      pin_plugin_ports "$base_port" "$work"
     fi
-    python3 -c "import socket,time; s=socket.socket(); s.bind(('$hold_addr',$hold_port)); s.listen(); open('$work/held','w').close(); time.sleep(300)" &
-    holder_pid=$!
-    for _ in $(seq 100); do [[ -e $work/held ]] && break; sleep 0.1; done
+    hold_port "$hold_addr" "$hold_port" "$work" || fail "could not hold $hold_addr:$hold_port"
     run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the held port was not found"
     contains "rank $victim on [^ ]+ cannot listen on $hold_addr:$hold_port: address already in use"
     contains "rank [0-9]+ on [^ ]+ (reached rank $victim's endpoint|cannot reach rank $victim at)"

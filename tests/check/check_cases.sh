@@ -17,7 +17,9 @@ out=$work/output
 json=$work/report.json
 # More ranks than cores here: let Open MPI yield instead of spinning in blocking calls.
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
-trap 'kill ${holder_pid:-} 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
+trap 'kill ${holder_pid:-} 2>/dev/null; restore_plugstack "$work"; rm -rf "$work"' EXIT
 
 fail() {
   echo "FAIL ($case_name): $*" >&2
@@ -66,27 +68,9 @@ case $case_name in
     # A port range of one block makes the plugin's base port exactly $base (as in
     # tests/bootstrap/bootstrap_cases.sh blocked-endpoint); -N4 -n8 block puts rank 6 alone on
     # node3 (127.0.1.3), so its endpoint is 127.0.1.3:$base.
-    base=$(python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(30000, 59000)
-    try:
-        for port in range(base - 1, base + 33):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port))
-        print(base)
-        break
-    except OSError:
-        continue
-PY
-)
-    plugstack=${DTRAIN_CLUSTER_DIR:?}/plugstack.conf
-    cp "$plugstack" "$work/plugstack.saved"
-    trap 'kill ${holder_pid:-} 2>/dev/null; cp "$work/plugstack.saved" "$plugstack"; rm -rf "$work"' EXIT
-    sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 31)) port_block=32|" "$plugstack"
-    python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.1.3',$base)); s.listen(); open('$work/held','w').close(); time.sleep(300)" &
-    holder_pid=$!
-    for _ in $(seq 100); do [[ -e $work/held ]] && break; sleep 0.1; done
+    base=$(free_port_block 33)
+    pin_plugin_ports "$base" "$work"
+    hold_port 127.0.1.3 "$base" "$work" || fail "could not hold 127.0.1.3:$base"
     status=$(run_check --distributed-train -N4 -n8)
     [[ $status == 1 ]] || fail "expected exit 1 with a held endpoint port, got $status"
     contains "^  6 +node3 .* 127\.0\.1\.3:$base +IN USE"

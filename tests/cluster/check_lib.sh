@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell helpers shared by the cluster check scripts (sourced, not run).
 
 fail() {
@@ -16,4 +17,74 @@ expect_line() {
   local what="$1" pattern="$2" text="$3"
   grep -Eq -- "$pattern" <<<"$text" || fail "$what: no line matches /$pattern/ in:"$'\n'"$text"
   echo "ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
+}
+
+dtrain_cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
+
+# The processes of jobs on the nodes: steps, tasks and batch scripts (everything but the daemons).
+job_processes() {
+  "$dtrain_cluster_sh" ps --state-dir "${DTRAIN_CLUSTER_DIR:?}" |
+    awk '$1 != "slurmctld" && $3 != "slurmd"'
+}
+
+# expect_no_job_processes WHAT [SECONDS]: waits until no job process is left on any node.
+# Steps end asynchronously after srun returns (slurmstepd reports to slurmctld, then exits), and
+# after an MPI_Abort or a SIGKILL a node's slurmstepd was seen to linger for about 40 s in Slurm's
+# PMIx plugin. The bound (default 90 s) is a liveness bound, not a speed requirement.
+expect_no_job_processes() {
+  local what="$1" seconds="${2:-90}" tries left=""
+  for ((tries = 0; tries < seconds * 5; tries++)); do
+    left=$(job_processes)
+    [[ -z "$left" ]] && break
+    sleep 0.2
+  done
+  [[ -z "$left" ]] || fail "$what: processes left on the nodes $seconds s later:"$'\n'"$left"
+  echo "ok: $what: no job process left on any node (after $((tries / 5)).$((tries % 5 * 2)) s)"
+}
+
+# free_port_block COUNT: a random base port such that base-1 .. base+COUNT-1 are free on
+# loopback now, so that concurrent runs rarely meet.
+free_port_block() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    base = random.randrange(30000, 60000 - n)
+    try:
+        for port in range(base - 1, base + n):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        print(base)
+        break
+    except OSError:
+        continue
+PY
+}
+
+# pin_plugin_ports BASE SAVE_DIR: a ports= range of exactly one 32-port block makes the plugin's
+# base port BASE for every step. plugstack.conf is saved in SAVE_DIR; restore_plugstack puts it
+# back (call it from the caller's EXIT trap).
+pin_plugin_ports() {
+  local base="$1" save_dir="$2" plugstack="${DTRAIN_CLUSTER_DIR:?}/plugstack.conf"
+  cp "$plugstack" "$save_dir/plugstack.saved"
+  sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 31)) port_block=32|" "$plugstack"
+}
+
+restore_plugstack() {
+  local save_dir="$1"
+  [[ -f $save_dir/plugstack.saved ]] || return 0
+  cp "$save_dir/plugstack.saved" "${DTRAIN_CLUSTER_DIR:?}/plugstack.conf"
+}
+
+# hold_port ADDR PORT FLAG_DIR: another process listens on ADDR:PORT (for 300 s at most) and
+# this returns once it does; its pid is left in holder_pid for the caller to kill.
+hold_port() {
+  local addr="$1" port="$2" flag="$3/held.$2"
+  python3 -c "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); open(sys.argv[3],'w').close(); time.sleep(300)" \
+    "$addr" "$port" "$flag" &
+  # shellcheck disable=SC2034 # the caller kills it
+  holder_pid=$!
+  for _ in $(seq 100); do [[ -e $flag ]] && return 0; sleep 0.1; done
+  echo "dtrain: could not hold $addr:$port" >&2
+  return 1
 }

@@ -198,11 +198,6 @@ check_sbatch_steps() {
   expect_equal "output lines with 'error'" "$(grep -ci 'error' <<<"$out" || true)" 0
 }
 
-# The cluster's processes outside slurmctld's namespace other than the four slurmd.
-job_processes() {
-  "$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk '$1 != "slurmctld" && $3 != "slurmd"'
-}
-
 # scancel of a running batch job must end everything it started on every node: the batch script
 # and its sruns on node1, the slurmstepd and the tasks of two overlapping steps on all nodes,
 # including tasks that ignore SIGTERM (slurmd sends SIGKILL max(KillWait, 5s) after SIGTERM).

@@ -31,26 +31,6 @@ now() { echo "${EPOCHREALTIME}"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 at_most() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 
-# The cluster's processes on the nodes other than the slurmd daemons: steps and their tasks.
-step_processes() {
-  "$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk '$1 != "slurmctld" && $3 != "slurmd"'
-}
-
-# Waits until no step process is left on any node. Steps end asynchronously after srun returns:
-# slurmstepd reports to slurmctld, then exits, and after an MPI_Abort a node's slurmstepd was
-# seen to linger for about 40 s in Slurm's PMIx plugin. 90 s is a liveness bound, not a speed
-# requirement.
-expect_no_step_processes() {
-  local what="$1" tries left
-  for ((tries = 0; tries < 450; tries++)); do
-    left=$(step_processes)
-    [[ -z "$left" ]] && break
-    sleep 0.2
-  done
-  [[ -z "$left" ]] || fail "$what: processes left on the nodes 90 s later:"$'\n'"$left"
-  echo "ok: $what: no process left on any node (after $((tries / 5)).$((tries % 5 * 2)) s of polling)"
-}
-
 # Runs an srun step whose every task prints one line; fails unless all tasks ran.
 expect_step_runs() {
   local what="$1" tasks="$2" out
@@ -130,7 +110,7 @@ check_killed_before_bootstrap() {
 check_killed_during_all_reduce() {
   local out status=0 started took
   : "${DTRAIN_FAULT_RANK:?dtrain: DTRAIN_FAULT_RANK (the dtrain-fault-rank program) is unset}"
-  expect_no_step_processes "before the check"
+  expect_no_job_processes "before the check"
   started=$(now)
   out=$(timeout 120 srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 -N4 -n8 \
     "$DTRAIN_FAULT_RANK" --victim 7 --when during-all-reduce --iterations 100000 --die-at 20 2>&1) ||
@@ -142,7 +122,7 @@ check_killed_during_all_reduce() {
   grep -q 'finished 100000 all_reduce calls' <<<"$out" && fail "a rank finished all its all_reduce calls without rank 7"
   expect_line "the dead rank named" "node4: task 7: Killed" "$out"
   echo "ok: the step ended ${took} s after srun started (exit status $status)"
-  expect_no_step_processes "after the step"
+  expect_no_job_processes "after the step"
 }
 
 # ---- an endpoint port held by a foreign process -------------------------------------------------
@@ -171,7 +151,7 @@ check_endpoint_port_held() {
 check_slurmd_stopped() {
   local a_status=0 b_status=0 b_out tries
   make_work_dir slurmd-stopped
-  expect_no_step_processes "before the check"
+  expect_no_job_processes "before the check"
   # shellcheck disable=SC2016 # expanded by each task
   srun --distributed-train -N4 -n4 bash -c 'touch "$0/started.$SLURM_PROCID"; sleep 4; echo "A $SLURM_PROCID done"' \
     "$work_dir" >"$work_dir/a.out" 2>&1 &
@@ -193,11 +173,11 @@ check_slurmd_stopped() {
   wait "$a_pid" || a_status=$?
   grep -v 'some tasks get the same CPU' "$work_dir/a.out" || true
   expect_equal "job A's running step (exit status)" "$a_status" 0
-  expect_no_step_processes "after both steps"
+  expect_no_job_processes "after both steps"
 
   "$cluster_sh" start-node node2 --state-dir "$DTRAIN_CLUSTER_DIR"
   expect_step_runs "the next step after node2's slurmd is back" 8 -N4 -n8
-  expect_no_step_processes "after the next step"
+  expect_no_job_processes "after the next step"
 }
 
 # ---- endurance ----------------------------------------------------------------------------------
@@ -275,7 +255,7 @@ check_valgrind_stepd() {
   expect_equal "ranks the plugin gave the tasks" "$(grep '^rank=' <<<"$out" | sort | paste -sd' ')" "rank=0 of 2 rank=1 of 2"
   # The step's slurmstepd writes its summary when it exits, shortly after srun returns.
   for ((tries = 0; tries < 600; tries++)); do
-    [[ -z "$(step_processes)" ]] && grep -qs 'ERROR SUMMARY' "$logs"/*.log && break
+    [[ -z "$(job_processes)" ]] && grep -qs 'ERROR SUMMARY' "$logs"/*.log && break
     sleep 0.1
   done
   "$here/valgrind_verdict.py" "$logs"

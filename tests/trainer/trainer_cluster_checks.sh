@@ -9,9 +9,6 @@
 # Environment: DTRAIN_TRAINER (the dtrain-trainer binary, set by CTest).
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-cluster_sh="$(cd "$here/../.." && pwd -P)/slurm/cluster.sh"
-readonly here cluster_sh
 : "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
 : "${DTRAIN_TRAINER:?dtrain: DTRAIN_TRAINER is unset; point it at the dtrain-trainer binary}"
 # Eight ranks on two cores: let Open MPI yield instead of spinning in blocking calls.
@@ -40,25 +37,6 @@ make_work_dir() {
 
 trainer_step() {
   srun --distributed-train --mpi=pmix --kill-on-bad-exit=1 -N4 -n8 "$DTRAIN_TRAINER" "$@"
-}
-
-# The processes of steps and batch scripts on the nodes (everything but the daemons).
-job_processes() {
-  "$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" |
-    awk '$1 != "slurmctld" && $3 != "slurmd"'
-}
-
-# A liveness bound, not a speed requirement: Slurm sends SIGKILL KillWait (2 s) after SIGTERM,
-# but a node's slurmstepd was seen to linger for tens of seconds in the PMIx plugin.
-expect_no_job_processes() {
-  local what="$1" tries left=""
-  for ((tries = 0; tries < 600; tries++)); do
-    left=$(job_processes)
-    [[ -z "$left" ]] && break
-    sleep 0.1
-  done
-  [[ -z "$left" ]] || fail "$what: processes left on the nodes 60 s later:"$'\n'"$left"
-  echo "ok: $what: no step, task or batch process left on any node"
 }
 
 job_state() {
