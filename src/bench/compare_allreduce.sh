@@ -68,15 +68,18 @@ dtrain = json.load(open(f"{work}/dtrain-0.json"))
 ours = {size: statistics.median(run[size] for run in ours_runs) for size in ours_runs[0]}
 theirs = {size: statistics.median(run[size] for run in theirs_runs) for size in theirs_runs[0]}
 print(f"# all_reduce float sum, out-of-place, {dtrain['ranks']} ranks; busbw in GB/s, median of {sweeps} alternating sweeps")
-print(f"{'size (B)':>12} | {'dtrain busbw':>12} | {'baseline busbw':>14} | {'ratio':>6}")
+print("# paired: dtrain / baseline of the two sweeps run back to back, lowest .. highest")
+print(f"{'size (B)':>12} | {'dtrain busbw':>12} | {'baseline busbw':>14} | {'ratio':>6} | {'paired':>13}")
 ratios = []
 for size in sorted(set(ours) & set(theirs)):
     ratio = ours[size] / theirs[size] if theirs[size] > 0 else float("nan")
+    paired = [o[size] / t[size] for o, t in zip(ours_runs, theirs_runs) if t[size] > 0]
+    spread = f"{min(paired):.3f}..{max(paired):.3f}" if paired else "n/a"
     if size >= 1 << 20:
         ratios.append(ratio)
-    print(f"{size:>12} | {ours[size]:>12.3f} | {theirs[size]:>14.3f} | {ratio:>6.3f}")
+    print(f"{size:>12} | {ours[size]:>12.3f} | {theirs[size]:>14.3f} | {ratio:>6.3f} | {spread:>13}")
 if ratios:
-    print(f"# median ratio from 1 MB up: {statistics.median(ratios):.3f} over {len(ratios)} sizes")
+    print(f"# ratio from 1 MB up: median {statistics.median(ratios):.3f}, lowest {min(ratios):.3f} over {len(ratios)} sizes")
 boot = [json.load(open(f"{work}/boot-dtrain-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
 bare = [json.load(open(f"{work}/boot-mpi-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
 if runs:
