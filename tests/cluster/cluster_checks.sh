@@ -226,16 +226,9 @@ check_scancel_cleans_up() {
     "$(awk -v job="[$job_id." '$3 == "slurmstepd" && index($5, job) == 1 && $5 != job "batch]" { print $1 }' <<<"$processes" |
       sort | uniq -c | awk '{ print $2 ":" $1 }' | paste -sd' ')" "node1:2 node2:2 node3:2 node4:2"
 
-  local cancelled_at=$SECONDS
   scancel "$job_id"
-  # A liveness bound, not a speed requirement: SIGKILL comes after 5s, so what is left at 60s is stuck.
-  for ((tries = 0; tries < 600; tries++)); do
-    processes=$(job_processes)
-    [[ -z "$processes" ]] && break
-    sleep 0.1
-  done
-  [[ -z "$processes" ]] || fail "processes of cancelled job $job_id survive on the nodes:"$'\n'"$processes"
-  echo "ok: every process of job $job_id ended within $((SECONDS - cancelled_at))s of scancel"
+  # SIGKILL comes after 5s, so what is left at 60s is stuck.
+  expect_no_job_processes "scancel of job $job_id" 60
   # The job stays COMPLETING until every slurmd has reported its end to slurmctld.
   local state
   for ((tries = 0; tries < 600; tries++)); do
