@@ -158,7 +158,7 @@ check_resume_after_kill() {
   scontrol requeue "$job"
   # The requeued job returns to PENDING once its old processes have ended.
   wait_for_state "$job" PENDING
-  expect_no_job_processes "after scontrol requeue of job $job"
+  expect_no_job_processes "after scontrol requeue of job $job" 60
   check_lost_steps "requeue" "$checkpoints" "$rank0_log"
   step=$committed_at_kill
   offset=$(stat -c %s "$rank0_log")
@@ -172,7 +172,7 @@ check_resume_after_kill() {
   echo "== interrupted by scancel, then submitted again"
   scancel "$job"
   wait_for_state "$job" CANCELLED
-  expect_no_job_processes "after scancel of job $job"
+  expect_no_job_processes "after scancel of job $job" 60
   check_lost_steps "scancel" "$checkpoints" "$rank0_log"
   step=$committed_at_kill
   offset=$(stat -c %s "$rank0_log")
