@@ -17,6 +17,7 @@
 #include "bootstrap/environment.hpp"
 #include "bootstrap/fingerprint.hpp"
 #include "bootstrap/fingerprint_probe.hpp"
+#include "bootstrap/heap.hpp"
 #include "bootstrap/mpi_communicator.hpp"
 #include "bootstrap/nccl_backend.hpp"
 #include "bootstrap/preflight.hpp"
@@ -89,14 +90,15 @@ std::string join_lines(const std::vector<std::string>& lines) {
 class SessionImpl final : public Session {
  public:
   SessionImpl(std::unique_ptr<Communicator> comm, int rank, int size, int local_rank,
-              std::string host, bool by_plugin, BootstrapTimings timings)
+              std::string host, bool by_plugin, BootstrapTimings timings, bool keeps_freed_memory)
       : comm_(std::move(comm)),
         rank_(rank),
         size_(size),
         local_rank_(local_rank),
         host_(std::move(host)),
         by_plugin_(by_plugin),
-        timings_(timings) {}
+        timings_(timings),
+        keeps_freed_memory_(keeps_freed_memory) {}
   ~SessionImpl() override {
     comm_.reset();
     MPI_Finalize();
@@ -111,6 +113,7 @@ class SessionImpl final : public Session {
   const std::string& hostname() const override { return host_; }
   bool launched_by_plugin() const override { return by_plugin_; }
   const BootstrapTimings& timings() const override { return timings_; }
+  bool keeps_freed_memory() const override { return keeps_freed_memory_; }
 
  private:
   std::unique_ptr<Communicator> comm_;
@@ -118,6 +121,7 @@ class SessionImpl final : public Session {
   std::string host_;
   bool by_plugin_;
   BootstrapTimings timings_;
+  bool keeps_freed_memory_;
 };
 
 // The bootstrap of one process, step by step. Every step that needs the other ranks is a
@@ -125,8 +129,9 @@ class SessionImpl final : public Session {
 class Bootstrapper {
  public:
   Bootstrapper(const BootstrapConfig& config, Clock::time_point started,
-               std::chrono::milliseconds timeout)
+               std::chrono::milliseconds timeout, bool keeps_freed_memory)
       : config_(config),
+        keeps_freed_memory_(keeps_freed_memory),
         started_(started),
         timeout_(timeout),
         deadline_(started + timeout),
@@ -180,7 +185,7 @@ class Bootstrapper {
     watchdog_.stop();
     timings_.total = seconds_between(started_, Clock::now());
     return std::make_unique<SessionImpl>(std::move(comm), rank_, size_, placement_.local_rank,
-                                         host_, env_.present, timings_);
+                                         host_, env_.present, timings_, keeps_freed_memory_);
   }
 
  private:
@@ -421,9 +426,9 @@ class Bootstrapper {
     std::vector<std::string> messages;
     for (std::size_t i = 0; i < lengths.size(); ++i) {
       if (lengths[i] > 0) {
-        messages.push_back(describe_self(static_cast<int>(i), records_[i].hostname) + ": " +
-                           all.substr(static_cast<std::size_t>(offsets[i]),
-                                      static_cast<std::size_t>(lengths[i])));
+        messages.push_back(
+            describe_self(static_cast<int>(i), records_[i].hostname) + ": " +
+            all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
       }
     }
     return messages;
@@ -486,6 +491,7 @@ class Bootstrapper {
   }
 
   BootstrapConfig config_;
+  bool keeps_freed_memory_;
   Clock::time_point started_;
   std::chrono::milliseconds timeout_;
   Clock::time_point deadline_;
@@ -511,7 +517,10 @@ std::string describe_self(int rank, const std::string& host) {
 std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config) {
   const auto started = Clock::now();
   const auto timeout = resolve_timeout(config.timeout, lookup_env);
-  Bootstrapper bootstrapper(config, started, timeout);
+  // Before MPI_Init_thread, so that MPI's own buffers follow the same policy from the start.
+  const bool keeps_freed_memory = resolve_keep_freed_memory(config.keep_freed_memory, lookup_env) &&
+                                  keep_freed_memory_in_heap();
+  Bootstrapper bootstrapper(config, started, timeout, keeps_freed_memory);
   return bootstrapper.run(argc, argv);
 }
 

@@ -32,6 +32,9 @@ struct BootstrapConfig {
   bool preflight = true;
   ThreadLevel thread_level = ThreadLevel::kFunneled;
   bool quiet = false;  // no notes on stderr (errors are always printed)
+  // Keep freed memory in the heap so that MPI's per-call scratch buffers stay resident (see
+  // bootstrap/heap.hpp). Unset: DTRAIN_KEEP_FREED_MEMORY (0 or 1) if set, else on.
+  std::optional<bool> keep_freed_memory;
 };
 
 struct BootstrapTimings {  // seconds, this rank
@@ -52,6 +55,8 @@ class Session {
   virtual const std::string& hostname() const = 0;
   virtual bool launched_by_plugin() const = 0;
   virtual const BootstrapTimings& timings() const = 0;
+  // Whether freed memory stays in the heap (asked for, and the allocator agreed).
+  virtual bool keeps_freed_memory() const = 0;
 };
 
 // Throws dtrain::Error when the ranks agree that something is wrong (environment mismatch,

@@ -5,8 +5,10 @@
 #
 # Usage: compare_allreduce.sh [-N nodes] [-n ranks] [-b minbytes] [-e maxbytes] [-i iters]
 #                             [-R sweeps] [-r bootstrap-runs] [-B bindir]
-# The two sweeps alternate R times (default 3) and each size takes the median busbw of its R
-# runs, so that load from other processes hits both programs alike.
+# dtrain-bench runs twice per sweep, as shipped and with --keep-freed-memory 0 (the heap
+# policy the baseline has), so that the second ratio shows dtrain's own overhead alone. The
+# sweeps repeat R times (default 3), rotating the order, and each size takes the median busbw
+# of its R runs, so that load from other processes hits all programs alike.
 # Under Slurm (SLURM_JOB_ID set, or SRUN_ALLOC=1 to let srun allocate) it launches with
 #   srun --mpi=pmix -N<nodes> -n<ranks>
 # elsewhere with mpirun on loopback. LAUNCH="..." overrides the launcher entirely.
@@ -18,7 +20,7 @@ while getopts "N:n:b:e:r:R:i:B:h" flag; do
   case "$flag" in
     N) nodes=$OPTARG ;; n) ranks=$OPTARG ;; b) min=$OPTARG ;; e) max=$OPTARG ;;
     r) runs=$OPTARG ;; R) sweeps=$OPTARG ;; i) iters=$OPTARG ;; B) bindir=$OPTARG ;;
-    h) sed -n '2,13p' "$0"; exit 0 ;;
+    h) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "dtrain: compare_allreduce.sh: unknown option; see -h" >&2; exit 2 ;;
   esac
 done
@@ -45,11 +47,22 @@ export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 work=$(mktemp -d "${DTRAIN_COMPARE_DIR:-$PWD}/dtrain-compare.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+# Three programs per sweep: dtrain-bench as shipped, dtrain-bench with glibc's default heap
+# policy (--keep-freed-memory 0, the baseline's), and the baseline. The order rotates from one
+# sweep to the next so that no program always runs first.
+run_sweep() {
+  case "$1" in
+    dtrain) "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
+              --json "$work/dtrain-$2.json" >"$work/dtrain-$2.out" ;;
+    released) "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
+                --keep-freed-memory 0 --json "$work/released-$2.json" >"$work/released-$2.out" ;;
+    baseline) "${launch[@]}" "$baseline" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
+                --json "$work/baseline-$2.json" >"$work/baseline-$2.out" ;;
+  esac
+}
+programs=(dtrain released baseline)
 for ((s = 0; s < sweeps; s++)); do
-  "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
-    --json "$work/dtrain-$s.json" >"$work/dtrain-$s.out"
-  "${launch[@]}" "$baseline" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
-    --json "$work/baseline-$s.json" >"$work/baseline-$s.out"
+  for ((p = 0; p < 3; p++)); do run_sweep "${programs[(s + p) % 3]}" "$s"; done
 done
 
 for ((i = 0; i < runs; i++)); do
@@ -60,26 +73,37 @@ done
 python3 - "$work" "$runs" "$sweeps" <<'PY'
 import json, statistics, sys
 work, runs, sweeps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def per_size(rows):
-    return {r["size"]: r["out_of_place"]["busbw"] for r in rows}
-ours_runs = [per_size(json.load(open(f"{work}/dtrain-{s}.json"))["collectives"][0]["rows"]) for s in range(sweeps)]
-theirs_runs = [per_size(json.load(open(f"{work}/baseline-{s}.json"))["rows"]) for s in range(sweeps)]
-dtrain = json.load(open(f"{work}/dtrain-0.json"))
-ours = {size: statistics.median(run[size] for run in ours_runs) for size in ours_runs[0]}
-theirs = {size: statistics.median(run[size] for run in theirs_runs) for size in theirs_runs[0]}
-print(f"# all_reduce float sum, out-of-place, {dtrain['ranks']} ranks; busbw in GB/s, median of {sweeps} alternating sweeps")
-print("# paired: dtrain / baseline of the two sweeps run back to back, lowest .. highest")
-print(f"{'size (B)':>12} | {'dtrain busbw':>12} | {'baseline busbw':>14} | {'ratio':>6} | {'paired':>13}")
-ratios = []
-for size in sorted(set(ours) & set(theirs)):
-    ratio = ours[size] / theirs[size] if theirs[size] > 0 else float("nan")
-    paired = [o[size] / t[size] for o, t in zip(ours_runs, theirs_runs) if t[size] > 0]
+def rows(name, s):
+    report = json.load(open(f"{work}/{name}-{s}.json"))
+    return report["collectives"][0]["rows"] if "collectives" in report else report["rows"]
+runs_of = {name: [{r["size"]: r["out_of_place"]["busbw"] for r in rows(name, s)} for s in range(sweeps)]
+           for name in ("dtrain", "released", "baseline")}
+median = {name: {size: statistics.median(run[size] for run in sweeps_)
+                 for size in sweeps_[0]} for name, sweeps_ in runs_of.items()}
+ranks = json.load(open(f"{work}/dtrain-0.json"))["ranks"]
+print(f"# all_reduce float sum, out-of-place, {ranks} ranks; busbw in GB/s, median of {sweeps} sweeps")
+print("# dtrain: dtrain-bench as shipped; released: with --keep-freed-memory 0 (glibc's default")
+print("# heap policy, as the baseline has); ratio: over the baseline; paired: dtrain / baseline")
+print("# within each sweep, lowest .. highest")
+print(f"{'size (B)':>12} | {'dtrain':>8} | {'released':>8} | {'baseline':>8} | {'ratio':>6} | "
+      f"{'released':>8} | {'paired':>13}")
+ratios, released_ratios = [], []
+def over_baseline(name, size):
+    base = median["baseline"][size]
+    return median[name][size] / base if base > 0 else float("nan")
+for size in sorted(set(median["dtrain"]) & set(median["baseline"]) & set(median["released"])):
+    ratio, released = over_baseline("dtrain", size), over_baseline("released", size)
+    paired = [o[size] / t[size] for o, t in zip(runs_of["dtrain"], runs_of["baseline"]) if t[size] > 0]
     spread = f"{min(paired):.3f}..{max(paired):.3f}" if paired else "n/a"
     if size >= 1 << 20:
         ratios.append(ratio)
-    print(f"{size:>12} | {ours[size]:>12.3f} | {theirs[size]:>14.3f} | {ratio:>6.3f} | {spread:>13}")
+        released_ratios.append(released)
+    print(f"{size:>12} | {median['dtrain'][size]:>8.3f} | {median['released'][size]:>8.3f} | "
+          f"{median['baseline'][size]:>8.3f} | {ratio:>6.3f} | {released:>8.3f} | {spread:>13}")
 if ratios:
     print(f"# ratio from 1 MB up: median {statistics.median(ratios):.3f}, lowest {min(ratios):.3f} over {len(ratios)} sizes")
+    print(f"# released ratio from 1 MB up: median {statistics.median(released_ratios):.3f}, "
+          f"lowest {min(released_ratios):.3f} over {len(released_ratios)} sizes")
 boot = [json.load(open(f"{work}/boot-dtrain-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
 bare = [json.load(open(f"{work}/boot-mpi-{i}.json"))["bootstrap"]["total_s"] for i in range(runs)]
 if runs:

@@ -274,6 +274,7 @@ int main(int argc, char** argv) {
   std::string datatype = "float", redop = "sum", collective = "all_reduce", backend = "mpi";
   int average = 1;
   double timeout_s = 0;
+  std::optional<int> keep_freed_memory;
   bool allow_mismatch = false;
   Options o;
   app.add_option("-b,--minbytes", min_bytes, "smallest size (bytes; K, M, G suffixes)")
@@ -314,6 +315,11 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s,
                  "bootstrap deadline in seconds (default DTRAIN_BOOTSTRAP_TIMEOUT or 60)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--keep-freed-memory", keep_freed_memory,
+                 "1: serve MPI's scratch buffers from a heap that is never trimmed, so they "
+                 "stay resident between calls; 0: glibc's default (default "
+                 "DTRAIN_KEEP_FREED_MEMORY or 1)")
+      ->check(CLI::Range(0, 1));
   app.add_flag("--bootstrap-only", o.bootstrap_only,
                "only bootstrap and report how long it took (max over ranks)");
   try {
@@ -352,6 +358,7 @@ int main(int argc, char** argv) {
     }
     config.backend = o.backend;
     config.allow_mismatch = allow_mismatch;
+    if (keep_freed_memory) config.keep_freed_memory = *keep_freed_memory == 1;
     if (timeout_s > 0) {
       config.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     }
@@ -372,10 +379,13 @@ int main(int argc, char** argv) {
       throw_invalid("-r/--root " + std::to_string(o.root) + " is not a rank of this job (" +
                     std::to_string(session->size()) + " ranks)");
     }
-    nlohmann::json report = {
-        {"tool", "dtrain-bench"},   {"backend", bootstrap::backend_name(o.backend)},
-        {"ranks", session->size()}, {"iters", o.iters},
-        {"warmup_iters", o.warmup}, {"collectives", nlohmann::json::array()}};
+    nlohmann::json report = {{"tool", "dtrain-bench"},
+                             {"backend", bootstrap::backend_name(o.backend)},
+                             {"ranks", session->size()},
+                             {"iters", o.iters},
+                             {"warmup_iters", o.warmup},
+                             {"keeps_freed_memory", session->keeps_freed_memory()},
+                             {"collectives", nlohmann::json::array()}};
     report_bootstrap(*session, report);
     std::int64_t wrong = 0;
     if (!o.bootstrap_only) {
@@ -388,6 +398,10 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(o.sweep.step_factor > 1 ? o.sweep.step_factor
                                                                     : o.sweep.step_bytes),
             o.sweep.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check);
+        std::printf("# heap: %s\n",
+                    session->keeps_freed_memory()
+                        ? "freed memory kept (DTRAIN_KEEP_FREED_MEMORY=0 returns it)"
+                        : "freed memory returned to the system");
       }
       print_devices(*session);
       Runner runner(o, *session);

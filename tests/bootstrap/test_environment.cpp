@@ -4,6 +4,7 @@
 
 #include "bootstrap/endpoints.hpp"
 #include "bootstrap/environment.hpp"
+#include "bootstrap/heap.hpp"
 #include "core/error.hpp"
 
 namespace {
@@ -109,6 +110,23 @@ TEST(Environment, TimeoutPrecedence) {
                dtrain::Error);
   EXPECT_THROW(resolve_timeout(std::nullopt, lookup_in({{"DTRAIN_BOOTSTRAP_TIMEOUT", "1m"}})),
                dtrain::Error);
+}
+
+TEST(Environment, KeepFreedMemoryDefaultsOnAndFollowsTheVariable) {
+  EXPECT_TRUE(resolve_keep_freed_memory(std::nullopt, lookup_in({})));
+  EXPECT_FALSE(
+      resolve_keep_freed_memory(std::nullopt, lookup_in({{"DTRAIN_KEEP_FREED_MEMORY", "0"}})));
+  EXPECT_TRUE(
+      resolve_keep_freed_memory(std::nullopt, lookup_in({{"DTRAIN_KEEP_FREED_MEMORY", "1"}})));
+  EXPECT_TRUE(resolve_keep_freed_memory(true, lookup_in({{"DTRAIN_KEEP_FREED_MEMORY", "0"}})));
+  EXPECT_FALSE(resolve_keep_freed_memory(false, lookup_in({})));
+  try {
+    resolve_keep_freed_memory(std::nullopt, lookup_in({{"DTRAIN_KEEP_FREED_MEMORY", "yes"}}));
+    FAIL() << "'yes' was accepted";
+  } catch (const dtrain::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("DTRAIN_KEEP_FREED_MEMORY"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Environment, DeviceChoice) {
