@@ -50,7 +50,7 @@ trap 'rm -rf "$work"' EXIT
 # Three programs per sweep: dtrain-bench as shipped, dtrain-bench with glibc's default heap
 # policy (--keep-freed-memory 0, the baseline's), and the baseline. The order rotates from one
 # sweep to the next so that no program always runs first.
-run_sweep() {
+launch_sweep() {
   case "$1" in
     dtrain) "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
               --json "$work/dtrain-$2.json" >"$work/dtrain-$2.out" ;;
@@ -60,14 +60,28 @@ run_sweep() {
                 --json "$work/baseline-$2.json" >"$work/baseline-$2.out" ;;
   esac
 }
+# One retry: Open MPI 4.1.4 sometimes crashes in MPI_Init on the local cluster (README, Known
+# issues), which says nothing about either program's bandwidth.
+retry_once() {
+  local what=$1
+  shift
+  "$@" && return 0
+  echo "dtrain: compare_allreduce.sh: $what failed; running it again" >&2
+  "$@"
+}
 programs=(dtrain released baseline)
 for ((s = 0; s < sweeps; s++)); do
-  for ((p = 0; p < 3; p++)); do run_sweep "${programs[(s + p) % 3]}" "$s"; done
+  for ((p = 0; p < 3; p++)); do
+    program=${programs[(s + p) % 3]}
+    retry_once "the $program run of sweep $s" launch_sweep "$program" "$s"
+  done
 done
 
 for ((i = 0; i < runs; i++)); do
-  "${launch[@]}" "$bench" --bootstrap-only --json "$work/boot-dtrain-$i.json" >/dev/null
-  "${launch[@]}" "$baseline" --bootstrap-only --json "$work/boot-mpi-$i.json" >/dev/null
+  retry_once "bootstrap run $i of dtrain-bench" \
+    "${launch[@]}" "$bench" --bootstrap-only --json "$work/boot-dtrain-$i.json" >/dev/null
+  retry_once "bootstrap run $i of the baseline" \
+    "${launch[@]}" "$baseline" --bootstrap-only --json "$work/boot-mpi-$i.json" >/dev/null
 done
 
 python3 - "$work" "$runs" "$sweeps" <<'PY'
