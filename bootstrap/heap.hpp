@@ -3,11 +3,12 @@
 //
 // MPI libraries allocate scratch buffers inside collective calls: Open MPI's allreduce
 // (reduce-scatter + allgather) mallocs a buffer as large as the message on every call. glibc
-// serves anything above 32 MiB with mmap and hands it back with munmap on free, so every call
-// page-faults the whole buffer again; at 32-64 MB this is a third of the call's time. Serving
-// all allocations from the heap and never trimming it keeps those pages resident from one call
-// to the next, as MVAPICH2 and PSM2 configure glibc for the same reason. The price is that the
-// process's resident size stays at its peak.
+// serves anything above 32 MiB (the ceiling of its adaptive mmap threshold) with mmap and hands
+// it back with munmap on free, so every call page-faults the whole buffer again; at 32-64 MB
+// this is a third of the call's time. Serving all allocations from the heap and never trimming
+// it keeps those pages resident from one call to the next; GASNet (GASNET_DISABLE_MUNMAP) and
+// PSM2 (HFI_DISABLE_MMAP_MALLOC) offer the same two glibc settings for the same reason. The
+// price is that the process's resident size stays at its peak.
 
 #include <optional>
 
