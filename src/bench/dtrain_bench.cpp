@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
         std::printf("# heap: %s\n",
                     session->keeps_freed_memory()
                         ? "freed memory kept (DTRAIN_KEEP_FREED_MEMORY=0 returns it)"
-                        : "freed memory returned to the system");
+                        : "the allocator's default (freed memory may go back to the system)");
       }
       print_devices(*session);
       Runner runner(o, *session);
