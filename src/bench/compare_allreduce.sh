@@ -51,14 +51,14 @@ trap 'rm -rf "$work"' EXIT
 # policy (--keep-freed-memory 0, the baseline's), and the baseline. The order rotates from one
 # sweep to the next so that no program always runs first.
 launch_sweep() {
-  case "$1" in
-    dtrain) "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
-              --json "$work/dtrain-$2.json" >"$work/dtrain-$2.out" ;;
-    released) "${launch[@]}" "$bench" --op all_reduce -b "$min" -e "$max" -f 2 -n "$iters" -w 5 -c 1 \
-                --keep-freed-memory 0 --json "$work/released-$2.json" >"$work/released-$2.out" ;;
-    baseline) "${launch[@]}" "$baseline" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
-                --json "$work/baseline-$2.json" >"$work/baseline-$2.out" ;;
+  local program=$1 sweep=$2 tool=$bench
+  local args=(--op all_reduce -c 1)
+  case "$program" in
+    released) args+=(--keep-freed-memory 0) ;;
+    baseline) tool=$baseline args=() ;;
   esac
+  "${launch[@]}" "$tool" "${args[@]}" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
+    --json "$work/$program-$sweep.json" >"$work/$program-$sweep.out"
 }
 # One retry: Open MPI 4.1.4 sometimes crashes in MPI_Init on the local cluster (README, Known
 # issues), which says nothing about either program's bandwidth.
