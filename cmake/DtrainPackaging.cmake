@@ -82,7 +82,7 @@ file(GLOB _dtrain_examples ${PROJECT_SOURCE_DIR}/slurm/examples/*.sbatch)
 install(FILES ${_dtrain_examples} ${PROJECT_SOURCE_DIR}/slurm/examples/README.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${_dtrain_site_dir}/slurm.conf.reserved-ports ${_dtrain_site_dir}/slurm.conf.gres-gpus
-              ${_dtrain_site_dir}/topology.md
+              ${_dtrain_site_dir}/mpi.conf.pmix-fence ${_dtrain_site_dir}/topology.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/site)
 
 # --- Debian package -----------------------------------------------------------------------

@@ -5,6 +5,7 @@
 # its own mount and UTS namespace with its own hostname, /tmp and /dev/shm, as on real nodes;
 # without that, PMIx directories and Open MPI shared-memory segments of different "nodes" collide.
 # Every node gets its own loopback address (nodeN = 127.0.1.N) through a bind-mounted hosts file.
+# Slurm's PMIx fences run as a ring (mpi.conf; why: generate_mpi_conf).
 # All state lives under the state directory; nothing is written to the host's /tmp.
 set -euo pipefail
 
@@ -151,6 +152,7 @@ setup_paths() {
     exit 1
   fi
   conf="$state_dir/slurm.conf"
+  mpi_conf="$state_dir/mpi.conf"
   hosts_file="$state_dir/hosts"
   env_file="$state_dir/env.sh"
   options_file="$state_dir/cluster.options"
@@ -342,6 +344,21 @@ EOF
     echo "NodeName=${nodes[index]} NodeHostname=${nodes[index]} NodeAddr=127.0.1.$((index + 1)) Port=$((port_base + index + 1))"
   done
   echo "PartitionName=main Nodes=node[1-${#nodes[@]}] Default=YES MaxTime=INFINITE OverSubscribe=FORCE:2 State=UP"
+}
+
+# Prints mpi.conf, which Slurm reads from the directory of slurm.conf.
+#
+# PMIxCollFence=ring: by default Slurm 22.05 runs a PMIx fence without data (the barrier at the
+# end of Open MPI's MPI_Init) as a tree, and its tree maths (reverse_tree_info) gives every node
+# no parent and no children when TreeWidth (default 50) exceeds the step's node count. Each node
+# is then its own root and the fence waits only for that node's ranks: a rank leaves MPI_Init and
+# sends to a peer still inside it, whose TCP BTL calls a receive callback that is not registered
+# yet and crashes (tests/cluster, pmix-barrier). The ring fence waits for every node.
+generate_mpi_conf() {
+  cat <<EOF
+# Written by slurm/cluster.sh; regenerated on every up (why: generate_mpi_conf in cluster.sh).
+PMIxCollFence=ring
+EOF
 }
 
 write_env_file() {
@@ -622,14 +639,16 @@ cmd_up() {
   write_hosts_file
   write_env_file
   generate_conf >"$conf.new"
+  generate_mpi_conf >"$mpi_conf.new"
   ensure_munge
 
-  if all_daemons_running && cmp -s "$conf" "$conf.new"; then
-    rm -f "$conf.new"
+  if all_daemons_running && cmp -s "$conf" "$conf.new" && cmp -s "$mpi_conf" "$mpi_conf.new"; then
+    rm -f "$conf.new" "$mpi_conf.new"
     note "cluster of $state_dir already running"
   else
     stop_cluster
     mv "$conf.new" "$conf"
+    mv "$mpi_conf.new" "$mpi_conf"
     start_cluster
   fi
   wait_until_idle

@@ -198,6 +198,19 @@ check_sbatch_steps() {
   expect_equal "output lines with 'error'" "$(grep -ci 'error' <<<"$out" || true)" 0
 }
 
+# A data-less PMIx fence must wait for every rank of the step: Open MPI's MPI_Init relies on it,
+# and without it a rank that leaves MPI_Init early crashes a peer still inside it (the TCP BTL
+# calls an unregistered receive callback). The last argument is the rank that arrives 1 s late.
+check_pmix_barrier() {
+  local checker="$1" nodes="$2" tasks="$3" slow_rank="$4" out
+  [[ -x "$checker" ]] || fail "PMIx check program '$checker' is not executable; build target dtrain_pmix_barrier_check"
+  make_work_dir pmix-barrier
+  out=$(srun --mpi=pmix --kill-on-bad-exit=1 "$nodes" "$tasks" "$checker" --marker-dir "$work_dir" \
+    --slow-rank "$slow_rank" --delay-ms 1000 2>&1) || fail "the data-less fence let ranks through early ($nodes $tasks):"$'\n'"$out"
+  echo "$out"
+  expect_line "rank 0's verdict" "^data-less PMIx fence held all" "$out"
+}
+
 # scancel of a running batch job must end everything it started on every node: the batch script
 # and its sruns on node1, the slurmstepd and the tasks of two overlapping steps on all nodes,
 # including tasks that ignore SIGTERM (slurmd sends SIGKILL max(KillWait, 5s) after SIGTERM).
@@ -253,5 +266,8 @@ case "${1:-}" in
   crash-recovery) check_crash_recovery ;;
   sbatch-steps) check_sbatch_steps "${2:?dtrain: sbatch-steps needs the path of dtrain_mpi_allreduce_check}" ;;
   scancel-cleans-up) check_scancel_cleans_up ;;
-  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps or scancel-cleans-up" ;;
+  pmix-barrier) check_pmix_barrier "${2:?dtrain: pmix-barrier needs the path of dtrain_pmix_barrier_check}" \
+    "${3:?dtrain: pmix-barrier needs -N<nodes>}" "${4:?dtrain: pmix-barrier needs -n<tasks>}" \
+    "${5:?dtrain: pmix-barrier needs the slow rank}" ;;
+  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps, scancel-cleans-up or pmix-barrier" ;;
 esac
