@@ -13,7 +13,9 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
+from pathlib import Path
 
 # The client script of each framework, in this directory.
 CLIENTS = {"torch": "torch_client.py", "paddle": "paddle_client.py", "tf": "tf_client.py"}
@@ -26,6 +28,10 @@ CONTRACT_PREFIXES = ("DTRAIN_", "PADDLE_", "GROUP_", "ROLE_", "FLAGS_", "TF_", "
                      "UCX_", "CUDA_")
 CONTRACT_NAMES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                   "MASTER_PORT", "OMP_NUM_THREADS", "LD_PRELOAD"}
+
+# Set by the launchers to a directory that every rank can see (outside the nodes' private /tmp):
+# the clients meet there before they exit, see Client.exit_barrier.
+EXIT_BARRIER_VARIABLE = "CLIENT_EXIT_BARRIER_DIR"
 
 EXIT_FRAMEWORK_ERROR = 1
 EXIT_BAD_ENVIRONMENT = 2
@@ -107,6 +113,19 @@ class Client:
         # normal interpreter exit after a failure.
         os._exit(status)
 
+    def exit_barrier(self):
+        """Waits until every rank has its result. A worker that exits while a peer still reads
+        from it breaks the peer's collective: TensorFlow's ring all-reduce then fails with
+        "Socket closed" on the slower worker. A file per rank in the launcher's directory is a
+        barrier that needs none of the framework's own connections."""
+        directory = os.environ.get(EXIT_BARRIER_VARIABLE)
+        if not directory:
+            return
+        self.phase(f"exit barrier: waiting for all {self.world_size} ranks in {directory}")
+        Path(directory, f"done.{self.rank}").touch()
+        while sum(1 for _ in Path(directory).glob("done.*")) < int(self.world_size):
+            time.sleep(0.05)
+
     def _on_timeout(self):
         self._fail(EXIT_HUNG, f"no result after {self.timeout_s} s, stuck in: {self._phase}")
 
@@ -116,6 +135,7 @@ class Client:
         watchdog.start()
         try:
             result = body(self)
+            self.exit_barrier()
         except ContractError as error:
             self._fail(EXIT_BAD_ENVIRONMENT, str(error))
         except ResultError as error:

@@ -2,7 +2,8 @@
 """Cluster test: one real framework client as an 'srun --distributed-train=FRAMEWORK' step.
 
 The tasks get nothing but what the dtrain SPANK plugin exports for FRAMEWORK (plus
-GLOO_SOCKET_IFNAME=lo, and for TensorFlow the node bind shim, see node_bind_shim.cpp); every
+GLOO_SOCKET_IFNAME=lo, CLIENT_EXIT_BARRIER_DIR where the ranks meet before they exit, and for
+TensorFlow the node bind shim, see node_bind_shim.cpp); every
 contract variable inherited from the caller is removed before srun. The step passes when every
 rank prints its OK line: ranks 0..n-1 exactly once, all with world n, spread over exactly N
 emulated nodes (distinct host names).
@@ -16,10 +17,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
-from client_common import CLIENTS, launcher_environment
+from client_common import CLIENTS, EXIT_BARRIER_VARIABLE, launcher_environment
 
 CLIENT_DIR = Path(__file__).resolve().parent
 OK_LINE = re.compile(r"^OK (\S+) rank=(\d+) world=(\d+) host=(\S+) result=(.*)$")
@@ -77,12 +79,17 @@ def main():
         command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
                    f"-n{args.ntasks}", "--kill-on-bad-exit=1", *task]
         print("dtrain: running:", " ".join(command), flush=True)
-        try:
-            step = subprocess.run(command, env=launcher_environment(os.environ),
-                                  stdout=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT_S)
-        except subprocess.TimeoutExpired as expired:
-            sys.stdout.write(expired.stdout or "")
-            raise StepFailed(f"the step did not finish in {STEP_TIMEOUT_S} s") from None
+        # The nodes' /tmp is private; the cluster's state directory is seen by all of them.
+        with tempfile.TemporaryDirectory(prefix="client-exit.",
+                                         dir=required_env("DTRAIN_CLUSTER_DIR")) as barrier:
+            env = launcher_environment(os.environ)
+            env[EXIT_BARRIER_VARIABLE] = barrier
+            try:
+                step = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True,
+                                      timeout=STEP_TIMEOUT_S)
+            except subprocess.TimeoutExpired as expired:
+                sys.stdout.write(expired.stdout or "")
+                raise StepFailed(f"the step did not finish in {STEP_TIMEOUT_S} s") from None
         sys.stdout.write(step.stdout)
         if step.returncode != 0:
             raise StepFailed(f"srun exited with status {step.returncode}")

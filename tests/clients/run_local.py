@@ -17,7 +17,7 @@ With --nodes > 1 all emulated nodes still share this host's network stack; Tenso
 
 Every contract variable is removed from the inherited environment, so a client cannot pass by
 reading a variable the plugin does not export. The loopback settings the cluster tests also set
-(GLOO_SOCKET_IFNAME=lo) are added.
+(GLOO_SOCKET_IFNAME=lo) and the exit barrier directory (CLIENT_EXIT_BARRIER_DIR) are added.
 """
 
 import argparse
@@ -27,10 +27,11 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from client_common import CLIENTS, launcher_environment
+from client_common import CLIENTS, EXIT_BARRIER_VARIABLE, launcher_environment
 
 CLIENT_DIR = Path(__file__).resolve().parent
 
@@ -126,6 +127,8 @@ def main():
         python = str(Path(args.venv) / "bin" / "python")
 
     base_env = launcher_environment(os.environ)
+    barrier = tempfile.TemporaryDirectory(prefix="dtrain-client-exit.")
+    base_env[EXIT_BARRIER_VARIABLE] = barrier.name
     if args.bind_shim:
         base_env["LD_PRELOAD"] = str(Path(args.bind_shim).resolve())
     for item in args.extra_env:
@@ -144,6 +147,7 @@ def main():
             process.kill()
             statuses.append(process.wait())
     elapsed = time.monotonic() - started
+    barrier.cleanup()
     verdict = "PASS" if all(status == 0 for status in statuses) else "FAIL"
     print(f"run_local: {verdict} {args.framework} -n {args.ntasks} -N {args.nodes} "
           f"exit statuses {statuses} in {elapsed:.1f} s", flush=True)
