@@ -32,6 +32,10 @@ constexpr int kArrivalTag = 0x6474;
 // The watchdog backs up the polled steps, which report more precisely, so it fires later.
 constexpr std::chrono::seconds kWatchdogGrace{3};
 constexpr std::chrono::milliseconds kFollowerGrace{1500};
+// How long before the deadline rank 0 checks, while MPI_Init still waits, which ranks listen on
+// their endpoints; well before any rank's watchdog ends it (kWatchdogGrace after the deadline).
+constexpr std::chrono::milliseconds kAbsenceCheckLead{2000};
+constexpr const char* kMpiInitPhase = "MPI_Init_thread";
 
 std::optional<std::string> lookup_env(const std::string& name) {
   const char* value = std::getenv(name.c_str());
@@ -139,7 +143,8 @@ class Bootstrapper {
         watchdog_(deadline_ + kWatchdogGrace, timeout, "rank " + rank_hint() + " on " + host_) {}
 
   std::unique_ptr<Session> run(int& argc, char**& argv) {
-    watchdog_.set_phase("MPI_Init_thread");
+    watchdog_.set_phase(kMpiInitPhase);
+    if (config_.preflight) listen_before_mpi_init();
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (initialised) {
@@ -207,6 +212,45 @@ class Bootstrapper {
         "; raise the limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout if the "
         "job is just slow";
     abort_job(who_, message);
+  }
+
+  // With the plugin's variables every rank knows its own endpoint and every peer's before MPI
+  // starts. Listening from here on lets rank 0 find out, while MPI_Init still waits, which ranks
+  // never got this far: MPI itself cannot say (the watchdog's early check). build_record reuses
+  // the listener for the preflight.
+  void listen_before_mpi_init() {
+    DtrainEnv env;
+    std::vector<Endpoint> endpoints;
+    try {
+      env = read_dtrain_env(lookup_env, read_whole_file);
+      if (!env.present) return;
+      listener_ = std::make_unique<Listener>(
+          parse_endpoint(env.current_endpoint, "DTRAIN_CURRENT_ENDPOINT"));
+      endpoints = parse_endpoint_list(env.endpoints, env.endpoints_source);
+    } catch (const Error&) {
+      return;  // reported with the other checks once MPI runs
+    }
+    if (env.rank != 0 || endpoints.size() < 2) return;
+    std::vector<std::string> texts;
+    std::vector<ProbeTarget> targets;
+    for (std::size_t r = 0; r < endpoints.size(); ++r) {
+      texts.push_back(to_string(endpoints[r]));
+      if (r != 0) targets.push_back({static_cast<int>(r), texts.back()});
+    }
+    const auto lead = std::min<std::chrono::milliseconds>(kAbsenceCheckLead, timeout_ / 4);
+    char when[64];
+    std::snprintf(when, sizeof when, "%.1f s before the deadline",
+                  std::chrono::duration<double>(lead).count());
+    watchdog_.set_early_check(
+        deadline_ - lead, kMpiInitPhase,
+        [targets, texts, lead, when = std::string(when)]() -> std::string {
+          const auto outcomes = probe_peers(targets, Clock::now() + lead / 2);
+          const std::string absent = describe_absent_ranks(texts, outcomes);
+          if (!absent.empty()) return "Checked " + when + ": " + absent;
+          return "Every other rank answered on its endpoint " + when +
+                 ": all are alive and wait in MPI_Init, so the launcher's PMIx exchange is "
+                 "stuck (check srun's and slurmd's messages)";
+        });
   }
 
   // Rank 0 counts arrivals one by one so that a timeout can name the ranks that never came.
@@ -288,10 +332,12 @@ class Bootstrapper {
     }
     if (config_.preflight) {
       try {
-        const Endpoint endpoint =
-            env_.present ? parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT")
-                         : derived_endpoint();
-        listener_ = std::make_unique<Listener>(endpoint);
+        if (!listener_) {
+          const Endpoint endpoint =
+              env_.present ? parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT")
+                           : derived_endpoint();
+          listener_ = std::make_unique<Listener>(endpoint);
+        }
         me.listen_endpoint = listener_->endpoint();
         me.listen_errno = listener_->error();
       } catch (const Error& error) {

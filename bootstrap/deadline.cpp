@@ -4,6 +4,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 
 namespace dtrain::bootstrap {
 
@@ -45,6 +47,18 @@ void Watchdog::set_who(std::string who) {
   who_ = std::move(who);
 }
 
+void Watchdog::set_early_check(Clock::time_point at, const char* phase,
+                               std::function<std::string()> check) {
+  {
+    std::lock_guard lock(mutex_);
+    early_at_ = at;
+    early_phase_ = phase;
+    early_check_ = std::move(check);
+    ++changes_;
+  }
+  wake_.notify_all();
+}
+
 void Watchdog::stop() {
   {
     std::lock_guard lock(mutex_);
@@ -56,13 +70,39 @@ void Watchdog::stop() {
 
 void Watchdog::run() {
   std::unique_lock lock(mutex_);
-  if (wake_.wait_until(lock, deadline_, [this] { return stopped_; })) return;
+  std::string finding;
+  while (true) {
+    const bool early = early_check_ && early_at_ < deadline_;
+    const auto wake = early ? early_at_ : deadline_;
+    const unsigned seen = changes_;
+    if (wake_.wait_until(lock, wake, [&] { return stopped_ || changes_ != seen; })) {
+      if (stopped_) return;
+      continue;
+    }
+    if (!early) break;
+    auto check = std::move(early_check_);
+    early_check_ = nullptr;
+    const char* phase = early_phase_;
+    lock.unlock();
+    if (std::strcmp(phase_.load(), phase) == 0) {
+      try {
+        finding = check();
+      } catch (const std::exception&) {
+        finding.clear();  // the generic guess below still goes out
+      }
+    }
+    lock.lock();
+    if (stopped_) return;
+  }
   const auto seconds = std::chrono::duration<double>(timeout_).count();
+  if (finding.empty()) {
+    finding = "Another rank probably died or never started (check the other tasks' output)";
+  }
   std::fprintf(stderr,
-               "dtrain: %s: bootstrap did not finish within %.0f s; still in %s. Another rank "
-               "probably died or never started (check the other tasks' output); raise the limit "
-               "with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout if the job is just slow\n",
-               who_.c_str(), seconds, phase_.load());
+               "dtrain: %s: bootstrap did not finish within %.0f s; still in %s. %s; raise the "
+               "limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout if the job is just "
+               "slow\n",
+               who_.c_str(), seconds, phase_.load(), finding.c_str());
   std::fflush(stderr);
   _exit(1);
 }

@@ -38,6 +38,10 @@ class Watchdog {
 
   void set_phase(const char* phase) { phase_.store(phase); }
   void set_who(std::string who);
+  // Runs `check` on the watchdog's thread at `at` if the process is still in `phase` then;
+  // the text it returns replaces the generic guess in the message should the deadline pass.
+  // For what only another thread can find out while the main one is blocked in that phase.
+  void set_early_check(Clock::time_point at, const char* phase, std::function<std::string()> check);
   void stop();
 
  private:
@@ -49,6 +53,10 @@ class Watchdog {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopped_ = false;
+  Clock::time_point early_at_;
+  const char* early_phase_ = "";
+  std::function<std::string()> early_check_;
+  unsigned changes_ = 0;
   std::thread thread_;
 };
 

@@ -136,8 +136,11 @@ Endpoint derived_endpoint() {
   return Endpoint{host, 0};
 }
 
-std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, Listener& listener,
-                                      Clock::time_point deadline) {
+namespace {
+
+std::vector<ProbeOutcome> probe_batch(std::span<const ProbeTarget> targets,
+                                      Clock::time_point deadline,
+                                      const std::function<void()>& between) {
   std::vector<ProbeOutcome> outcomes;
   std::vector<int> sockets;
   for (const auto& target : targets) {
@@ -170,7 +173,7 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, L
       waiting.push_back({sockets[i], POLLOUT, 0});
       index.push_back(i);
     }
-    listener.serve();
+    if (between) between();
     if (waiting.empty()) break;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -182,7 +185,7 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, L
       }
       break;
     }
-    // Short slices keep our own listener answering peers that probe us meanwhile.
+    // Short slices keep `between` (our own listener) answering peers that probe us meanwhile.
     poll(waiting.data(), waiting.size(), static_cast<int>(std::min<long>(left.count(), 20)));
     for (std::size_t k = 0; k < waiting.size(); ++k) {
       if (waiting[k].revents == 0) continue;
@@ -198,6 +201,22 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, L
   return outcomes;
 }
 
+}  // namespace
+
+std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
+                                      Clock::time_point deadline,
+                                      const std::function<void()>& between) {
+  // Bounded so that probing every rank of a large step stays within the file descriptor limit.
+  constexpr std::size_t kOpenAtOnce = 256;
+  std::vector<ProbeOutcome> outcomes;
+  for (std::size_t first = 0; first < targets.size(); first += kOpenAtOnce) {
+    const std::span<const ProbeTarget> all(targets);
+    const auto batch = all.subspan(first, std::min(kOpenAtOnce, targets.size() - first));
+    for (const auto& outcome : probe_batch(batch, deadline, between)) outcomes.push_back(outcome);
+  }
+  return outcomes;
+}
+
 std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
     MPI_Comm comm, const std::vector<std::string>& endpoints, Listener& listener,
     Clock::time_point probe_deadline, const RequestWaiter& wait) {
@@ -209,8 +228,8 @@ std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
   for (int peer : preflight_peers(rank, size)) {
     targets.push_back({peer, endpoints.at(static_cast<std::size_t>(peer))});
   }
-  const auto outcomes = probe_peers(targets, listener, probe_deadline);
   const std::function<void()> serve = [&listener] { listener.serve(); };
+  const auto outcomes = probe_peers(targets, probe_deadline, serve);
   // Keep answering until every rank has finished probing, then free the port.
   MPI_Request request;
   MPI_Ibarrier(comm, &request);

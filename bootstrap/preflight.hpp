@@ -49,8 +49,10 @@ struct ProbeTarget {
 };
 
 // Connects to every target at once; each outcome is 0, an errno or ETIMEDOUT at `deadline`.
-std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets, Listener& listener,
-                                      Clock::time_point deadline);
+// `between` runs every polling round (the preflight keeps its own listener answering there).
+std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
+                                      Clock::time_point deadline,
+                                      const std::function<void()>& between = {});
 
 // Completes `requests`, calling `between` each polling round, or ends the job (or throws) at
 // the caller's deadline; `step` names what is awaited in that message.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "bootstrap/endpoints.hpp"
+#include "bootstrap/fingerprint.hpp"
 
 namespace dtrain::bootstrap {
 
@@ -52,6 +53,25 @@ std::string describe_impostor(const RankRecord& source, const RankRecord& target
          port_of(target.listen_endpoint) + " (" + target.listen_endpoint + "), but rank " +
          std::to_string(target.mpi.rank) +
          " could not listen there: another process answers on that port";
+}
+
+std::string describe_absent_ranks(const std::vector<std::string>& endpoints,
+                                  const std::vector<ProbeOutcome>& outcomes) {
+  std::vector<int> absent;
+  std::string where;
+  constexpr std::size_t kNamedEndpoints = 8;
+  for (const auto& outcome : outcomes) {
+    if (outcome.error == 0) continue;
+    absent.push_back(outcome.target);
+    if (absent.size() <= kNamedEndpoints) {
+      where += (where.empty() ? "" : ", ") + endpoints.at(static_cast<std::size_t>(outcome.target));
+    }
+  }
+  if (absent.empty()) return {};
+  if (absent.size() > kNamedEndpoints) where += ", ...";
+  return (absent.size() == 1 ? "rank " : "ranks ") + format_rank_set(absent) + " (" + where +
+         (absent.size() == 1 ? ") does" : ") do") +
+         " not answer on the plugin's endpoint: died, or never reached dtrain's bootstrap";
 }
 
 std::vector<std::string> describe_preflight(

@@ -57,4 +57,29 @@ TEST(PreflightReport, CollectsEveryFailureInRankOrder) {
   EXPECT_TRUE(describe_preflight(records, {{}, {}, {}}).size() == 1);
 }
 
+TEST(PreflightReport, AbsentRanksAreNamedWithTheirEndpoints) {
+  const std::vector<std::string> endpoints = {"10.0.0.1:29500", "10.0.0.1:29501", "10.0.0.2:29500",
+                                              "10.0.0.3:29500"};
+  EXPECT_EQ(describe_absent_ranks(endpoints, {{1, 0}, {2, 0}, {3, 0}}), "");
+  EXPECT_EQ(describe_absent_ranks(endpoints, {{1, 0}, {2, ECONNREFUSED}, {3, 0}}),
+            "rank 2 (10.0.0.2:29500) does not answer on the plugin's endpoint: died, or never "
+            "reached dtrain's bootstrap");
+  EXPECT_EQ(describe_absent_ranks(endpoints, {{1, ETIMEDOUT}, {2, ECONNREFUSED}, {3, 0}}),
+            "ranks 1-2 (10.0.0.1:29501, 10.0.0.2:29500) do not answer on the plugin's endpoint: "
+            "died, or never reached dtrain's bootstrap");
+}
+
+TEST(PreflightReport, ManyAbsentRanksKeepTheMessageShort) {
+  std::vector<std::string> endpoints;
+  std::vector<ProbeOutcome> outcomes;
+  for (int r = 0; r < 100; ++r) {
+    endpoints.push_back("node" + std::to_string(r) + ":1");
+    if (r > 0) outcomes.push_back({r, r % 2 == 0 ? ECONNREFUSED : 0});
+  }
+  const std::string message = describe_absent_ranks(endpoints, outcomes);
+  EXPECT_EQ(message.rfind("ranks 2,4,6,", 0), 0u) << message;
+  EXPECT_NE(message.find("node16:1, ...)"), std::string::npos) << message;
+  EXPECT_EQ(message.find("node18:1"), std::string::npos) << message;
+}
+
 }  // namespace

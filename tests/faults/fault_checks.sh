@@ -42,28 +42,33 @@ expect_step_runs() {
 }
 
 # ---- a rank killed before the bootstrap ---------------------------------------------------------
-# Rank 7 (alone on node4 in -N4 -n8) SIGKILLs itself before it calls the bootstrap (before
-# MPI_Init), or, with the bootstrap test helper, right after MPI_Init but before the bootstrap's
-# arrival step. Every other rank must exit with a dtrain message within the deadline + 5 s; the
-# time is measured around the whole srun, which bounds every rank's own time.
+# A rank SIGKILLs itself before it calls the bootstrap (before MPI_Init): rank 7, alone on node4
+# in -N4 -n8, and rank 5, which shares node2 with rank 4; or, with the bootstrap test helper,
+# rank 7 right after MPI_Init but before the bootstrap's arrival step. Every other rank must exit
+# with a dtrain message within the deadline + 5 s; the time is measured around the whole srun,
+# which bounds every rank's own time.
 check_killed_before_bootstrap() {
-  local deadline=10 victim=7 out status started finished took
+  local deadline=10 out status started finished took
   make_work_dir killed-before-bootstrap
   : "${DTRAIN_FAULT_RANK:?dtrain: DTRAIN_FAULT_RANK (the dtrain-fault-rank program) is unset}"
   local -A programs=(
-    [before-mpi-init]="$DTRAIN_FAULT_RANK --victim $victim --when before-init"
+    [before-mpi-init]="$DTRAIN_FAULT_RANK --victim 7 --when before-init"
+    [before-mpi-init-shared-node]="$DTRAIN_FAULT_RANK --victim 5 --when before-init"
   )
+  local -A victims=([before-mpi-init]=7 [before-mpi-init-shared-node]=5 [after-mpi-init]=7)
+  local -A victim_nodes=([before-mpi-init]=node4 [before-mpi-init-shared-node]=node2 [after-mpi-init]=node4)
   if [[ -n "${DTRAIN_BENCH:-}" && -n "${DTRAIN_BOOTSTRAP_HELPER:-}" ]]; then
-    printf '0-%d %s --bootstrap-only\n%d %s --mode die-after-init\n' $((victim - 1)) \
-      "$DTRAIN_BENCH" "$victim" "$DTRAIN_BOOTSTRAP_HELPER" >"$work_dir/after-mpi-init.conf"
+    printf '0-6 %s --bootstrap-only\n7 %s --mode die-after-init\n' \
+      "$DTRAIN_BENCH" "$DTRAIN_BOOTSTRAP_HELPER" >"$work_dir/after-mpi-init.conf"
     programs[after-mpi-init]="--multi-prog $work_dir/after-mpi-init.conf"
   fi
-  local moment
-  for moment in before-mpi-init after-mpi-init; do
+  local moment victim
+  for moment in before-mpi-init before-mpi-init-shared-node after-mpi-init; do
     [[ -n "${programs[$moment]:-}" ]] || {
       echo "note: $moment not run: DTRAIN_BENCH and DTRAIN_BOOTSTRAP_HELPER are unset"
       continue
     }
+    victim=${victims[$moment]}
     echo "---- rank $victim killed $moment, DTRAIN_BOOTSTRAP_TIMEOUT=$deadline"
     status=0
     started=$(now)
@@ -72,25 +77,29 @@ check_killed_before_bootstrap() {
       -N4 -n8 ${programs[$moment]} 2>&1) || status=$?
     finished=$(now)
     took=$(elapsed "$started" "$finished")
-    grep -E '^(dtrain|srun|slurmstepd)' <<<"$out" | grep -v 'some tasks get the same CPU' | cut -c1-160 || true
+    grep -E '^(dtrain|srun|slurmstepd)' <<<"$out" | grep -v 'some tasks get the same CPU' | cut -c1-200 || true
     ((status != 124)) || fail "$moment: the step still ran after 120 s"
     ((status != 0)) || fail "$moment: the step succeeded without rank $victim"
     at_most "$took" $((deadline + 5)) ||
       fail "$moment: the step took ${took} s, more than the deadline ${deadline} s + 5 s"
     echo "ok: $moment: every rank had exited ${took} s after srun started (bound $((deadline + 5)) s)"
-    expect_line "$moment: srun names the dead task" "node4: task $victim: Killed" "$out"
+    expect_line "$moment: srun names the dead task" "${victim_nodes[$moment]}: task $victim: Killed" "$out"
     if [[ "$moment" == before-mpi-init ]] && grep -Eq "STEP [0-9.]+ ON node[0-9] CANCELLED" <<<"$out"; then
       # A race decides who acts first: when node4's slurmstepd has exited before the others
       # reach the PMIx fence inside MPI_Init, Slurm's PMIx plugin cannot reach node4 and cancels
-      # the step itself, before dtrain's deadline.
+      # the step itself, before dtrain's deadline. node2's stepd outlives its dead task, so the
+      # shared-node case has no such race.
       echo "ok: $moment: Slurm's PMIx plugin cancelled the step (node4 left the MPI_Init fence)"
       continue
     fi
-    if [[ "$moment" == before-mpi-init ]]; then
-      # While MPI_Init waits no rank knows who is missing (see README.md), so each rank says
-      # where it was stuck; srun named the dead task above.
+    if [[ "$moment" == before-mpi-init* ]]; then
+      # While MPI_Init waits, MPI cannot say who is missing: rank 0 finds out by connecting to
+      # every rank's endpoint shortly before the deadline; the others say where they were stuck.
+      expect_line "$moment: the dead rank named by rank 0" \
+        "^dtrain: rank 0 on node1: .*still in MPI_Init_thread\. Checked [0-9.]+ s before the deadline: rank $victim \([0-9.:]+\) does not answer on the plugin's endpoint" "$out"
       local rank
-      for ((rank = 0; rank < victim; rank++)); do
+      for ((rank = 1; rank < 8; rank++)); do
+        ((rank == victim)) && continue
         expect_line "$moment: rank $rank's message" \
           "^dtrain: rank $rank on node[0-9]: .*still in MPI_Init_thread. Another rank probably died" "$out"
       done
