@@ -82,10 +82,7 @@ run_tests() {
   ctest --test-dir "$build_fuzz" -L fuzz --output-on-failure -j "$jobs"
   configure_and_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   note "all tests: unit, cluster (the local Slurm cluster starts and stops itself), gpu"
-  # A test gets a second run only if its first fails: Open MPI 4.1.4's TCP transport now and
-  # then crashes inside MPI_Init when the emulated nodes share one network stack (README,
-  # "Known issues"). A test that fails twice fails the run.
-  ctest --test-dir "$build" --output-on-failure --repeat until-pass:2
+  ctest --test-dir "$build" --output-on-failure
 }
 
 case "${1:-}" in

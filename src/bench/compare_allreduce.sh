@@ -60,8 +60,8 @@ launch_sweep() {
   "${launch[@]}" "$tool" "${args[@]}" -b "$min" -e "$max" -f 2 -n "$iters" -w 5 \
     --json "$work/$program-$sweep.json" >"$work/$program-$sweep.out"
 }
-# One retry: Open MPI 4.1.4 sometimes crashes in MPI_Init on the local cluster (README, Known
-# issues), which says nothing about either program's bandwidth.
+# One retry: on a Slurm 22.05 cluster without PMIxCollFence=ring (slurm/site/mpi.conf.pmix-fence)
+# Open MPI now and then crashes in MPI_Init, which says nothing about either program's bandwidth.
 retry_once() {
   local what=$1
   shift
