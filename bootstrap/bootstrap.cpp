@@ -144,6 +144,7 @@ class Bootstrapper {
 
   std::unique_ptr<Session> run(int& argc, char**& argv) {
     watchdog_.set_phase(kMpiInitPhase);
+    read_plugin_env();
     if (config_.preflight) listen_before_mpi_init();
     int initialised = 0;
     MPI_Initialized(&initialised);
@@ -214,23 +215,32 @@ class Bootstrapper {
     abort_job(who_, message);
   }
 
+  // Read once, before MPI_Init (the early listener needs it); a bad value is reported with the
+  // other checks once MPI runs, so that every rank fails together.
+  void read_plugin_env() {
+    try {
+      env_ = read_dtrain_env(lookup_env, read_whole_file);
+    } catch (const Error& error) {
+      env_ = DtrainEnv{};
+      env_error_ = error.what();
+    }
+  }
+
   // With the plugin's variables every rank knows its own endpoint and every peer's before MPI
   // starts. Listening from here on lets rank 0 find out, while MPI_Init still waits, which ranks
   // never got this far: MPI itself cannot say (the watchdog's early check). build_record reuses
   // the listener for the preflight.
   void listen_before_mpi_init() {
-    DtrainEnv env;
+    if (!env_.present) return;
     std::vector<Endpoint> endpoints;
     try {
-      env = read_dtrain_env(lookup_env, read_whole_file);
-      if (!env.present) return;
       listener_ = std::make_unique<Listener>(
-          parse_endpoint(env.current_endpoint, "DTRAIN_CURRENT_ENDPOINT"));
-      endpoints = parse_endpoint_list(env.endpoints, env.endpoints_source);
+          parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT"));
+      endpoints = parse_endpoint_list(env_.endpoints, env_.endpoints_source);
     } catch (const Error&) {
       return;  // reported with the other checks once MPI runs
     }
-    if (env.rank != 0 || endpoints.size() < 2) return;
+    if (env_.rank != 0 || endpoints.size() < 2) return;
     std::vector<std::string> texts;
     std::vector<ProbeTarget> targets;
     for (std::size_t r = 0; r < endpoints.size(); ++r) {
@@ -306,13 +316,8 @@ class Bootstrapper {
     me.mpi = placement_;
     me.hostname = host_;
     std::vector<std::string> problems;
-    try {
-      env_ = read_dtrain_env(lookup_env, read_whole_file);
-      for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
-    } catch (const Error& error) {
-      env_ = DtrainEnv{};
-      problems.push_back(error.what());
-    }
+    if (env_error_) problems.push_back(*env_error_);
+    for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
     me.env = env_;
     me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
     me.fingerprint = collect_fingerprint();
@@ -549,6 +554,7 @@ class Bootstrapper {
   int size_ = 0;
   MpiPlacement placement_;
   DtrainEnv env_;
+  std::optional<std::string> env_error_;
   std::unique_ptr<Listener> listener_;
   std::vector<RankRecord> records_;
   BootstrapTimings timings_;

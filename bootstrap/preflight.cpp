@@ -208,11 +208,12 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
                                       const std::function<void()>& between) {
   // Bounded so that probing every rank of a large step stays within the file descriptor limit.
   constexpr std::size_t kOpenAtOnce = 256;
+  const std::span<const ProbeTarget> all(targets);
   std::vector<ProbeOutcome> outcomes;
-  for (std::size_t first = 0; first < targets.size(); first += kOpenAtOnce) {
-    const std::span<const ProbeTarget> all(targets);
-    const auto batch = all.subspan(first, std::min(kOpenAtOnce, targets.size() - first));
-    for (const auto& outcome : probe_batch(batch, deadline, between)) outcomes.push_back(outcome);
+  for (std::size_t first = 0; first < all.size(); first += kOpenAtOnce) {
+    const auto batch = probe_batch(all.subspan(first, std::min(kOpenAtOnce, all.size() - first)),
+                                   deadline, between);
+    outcomes.insert(outcomes.end(), batch.begin(), batch.end());
   }
   return outcomes;
 }
