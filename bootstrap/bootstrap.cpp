@@ -17,6 +17,7 @@
 #include "bootstrap/environment.hpp"
 #include "bootstrap/fingerprint.hpp"
 #include "bootstrap/fingerprint_probe.hpp"
+#include "bootstrap/gather.hpp"
 #include "bootstrap/heap.hpp"
 #include "bootstrap/mpi_communicator.hpp"
 #include "bootstrap/nccl_backend.hpp"
@@ -357,10 +358,11 @@ class Bootstrapper {
     watchdog_.set_phase("exchanging bootstrap records");
     const std::vector<char> mine = encode_record(build_record());
     std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_));
-    MPI_Request request;
-    MPI_Iallgather(mine.data(), static_cast<int>(kRecordBytes), MPI_BYTE, all.data(),
-                   static_cast<int>(kRecordBytes), MPI_BYTE, boot_, &request);
-    wait_or_abort({&request, 1}, "exchanging bootstrap records (a rank died after arriving?)");
+    allgather_through_root(
+        mine.data(), static_cast<int>(kRecordBytes), all.data(), boot_,
+        [this](std::span<MPI_Request> requests, const std::string& step,
+               const std::function<void()>&) { wait_or_abort(requests, step); },
+        "exchanging bootstrap records (a rank died after arriving?)");
     std::vector<std::string> unreadable;
     for (int r = 0; r < size_; ++r) {
       try {

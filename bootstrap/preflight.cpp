@@ -244,9 +244,8 @@ std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
     mine[2 + 2 * i] = outcomes[i].error;
   }
   std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(size));
-  MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
-                 static_cast<int>(mine.size()), MPI_INT32_T, comm, &request);
-  wait({&request, 1}, "gathering the preflight results", {});
+  allgather_through_root(mine.data(), static_cast<int>(mine.size() * sizeof(std::int32_t)),
+                         all.data(), comm, wait, "gathering the preflight results");
   std::vector<std::vector<ProbeOutcome>> by_source(static_cast<std::size_t>(size));
   for (std::size_t source = 0; source < by_source.size(); ++source) {
     const std::int32_t* row = all.data() + source * mine.size();

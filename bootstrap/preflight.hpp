@@ -13,6 +13,7 @@
 
 #include "bootstrap/deadline.hpp"
 #include "bootstrap/endpoints.hpp"
+#include "bootstrap/gather.hpp"
 #include "bootstrap/preflight_report.hpp"
 
 namespace dtrain::bootstrap {
@@ -53,11 +54,6 @@ struct ProbeTarget {
 std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
                                       Clock::time_point deadline,
                                       const std::function<void()>& between = {});
-
-// Completes `requests`, calling `between` each polling round, or ends the job (or throws) at
-// the caller's deadline; `step` names what is awaited in that message.
-using RequestWaiter = std::function<void(std::span<MPI_Request> requests, const std::string& step,
-                                         const std::function<void()>& between)>;
 
 // Collective over `comm`: this rank probes preflight_peers(rank, size) at `endpoints` (indexed
 // by rank; a rank that could not listen is probed too, so whoever answers there is found) until

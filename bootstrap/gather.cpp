@@ -1,0 +1,34 @@
+#include "bootstrap/gather.hpp"
+
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace dtrain::bootstrap {
+
+void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm comm,
+                            const RequestWaiter& wait, const std::string& step,
+                            const std::function<void()>& between) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (static_cast<long long>(bytes) * size > INT_MAX) {
+    throw Error(ErrorKind::kInternal, step + ": " + std::to_string(size) + " blocks of " +
+                                          std::to_string(bytes) + " bytes exceed one MPI message");
+  }
+  MPI_Request request;
+  if (rank == 0) {
+    std::memcpy(all, mine, static_cast<std::size_t>(bytes));
+    MPI_Igather(MPI_IN_PLACE, bytes, MPI_BYTE, all, bytes, MPI_BYTE, 0, comm, &request);
+  } else {
+    MPI_Igather(mine, bytes, MPI_BYTE, nullptr, 0, MPI_BYTE, 0, comm, &request);
+  }
+  wait({&request, 1}, step, between);
+  if (size < 2) return;
+  MPI_Ibcast(all, bytes * size, MPI_BYTE, 0, comm, &request);
+  wait({&request, 1}, step, between);
+}
+
+}  // namespace dtrain::bootstrap
