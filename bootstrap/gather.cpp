@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "bootstrap/mpi_communicator.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::bootstrap {
@@ -21,13 +22,15 @@ void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm com
   MPI_Request request;
   if (rank == 0) {
     std::memcpy(all, mine, static_cast<std::size_t>(bytes));
-    MPI_Igather(MPI_IN_PLACE, bytes, MPI_BYTE, all, bytes, MPI_BYTE, 0, comm, &request);
+    check_mpi(MPI_Igather(MPI_IN_PLACE, bytes, MPI_BYTE, all, bytes, MPI_BYTE, 0, comm, &request),
+              step + ": MPI_Igather");
   } else {
-    MPI_Igather(mine, bytes, MPI_BYTE, nullptr, 0, MPI_BYTE, 0, comm, &request);
+    check_mpi(MPI_Igather(mine, bytes, MPI_BYTE, nullptr, 0, MPI_BYTE, 0, comm, &request),
+              step + ": MPI_Igather");
   }
   wait({&request, 1}, step, between);
   if (size < 2) return;
-  MPI_Ibcast(all, bytes * size, MPI_BYTE, 0, comm, &request);
+  check_mpi(MPI_Ibcast(all, bytes * size, MPI_BYTE, 0, comm, &request), step + ": MPI_Ibcast");
   wait({&request, 1}, step, between);
 }
 

@@ -13,15 +13,15 @@
 
 namespace dtrain::bootstrap {
 
-namespace {
-
-void check(int rc, const char* call) {
+void check_mpi(int rc, const std::string& call) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  throw Error(ErrorKind::kResource, std::string(call) + " failed: " + std::string(text, length));
+  throw Error(ErrorKind::kResource, call + " failed: " + std::string(text, length));
 }
+
+namespace {
 
 int mpi_count(std::size_t count) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
@@ -124,13 +124,13 @@ class MpiRequest final : public Request {
   }
   void wait() override {
     if (done_) return;
-    check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
     finish();
   }
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
     if (flag) finish();
     return done_;
   }
@@ -151,15 +151,15 @@ class MpiRequest final : public Request {
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm parent) {
-    check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     const auto half = functions_16bit<half_to_float, float_to_half>();
     const auto bf16 = functions_16bit<bf16_to_float, float_to_bf16>();
     for (std::size_t i = 0; i < 4; ++i) {
-      check(MPI_Op_create(half[i], 1, &half_ops_[i]), "MPI_Op_create");
-      check(MPI_Op_create(bf16[i], 1, &bf16_ops_[i]), "MPI_Op_create");
+      check_mpi(MPI_Op_create(half[i], 1, &half_ops_[i]), "MPI_Op_create");
+      check_mpi(MPI_Op_create(bf16[i], 1, &bf16_ops_[i]), "MPI_Op_create");
     }
   }
   ~MpiCommunicator() override {
@@ -178,27 +178,27 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(const void* send, void* recv, std::size_t count, DataType type,
                   ReduceOp op) override {
-    check(MPI_Allreduce(in_place_if(send == recv, send), recv, mpi_count(count), mpi_type(type),
-                        mpi_op(type, op), comm_),
-          "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(in_place_if(send == recv, send), recv, mpi_count(count), mpi_type(type),
+                            mpi_op(type, op), comm_),
+              "MPI_Allreduce");
     if (op == ReduceOp::kAvg) divide_in_place(recv, count, type, size_);
   }
 
   std::unique_ptr<Request> all_reduce_async(const void* send, void* recv, std::size_t count,
                                             DataType type, ReduceOp op) override {
     MPI_Request request;
-    check(MPI_Iallreduce(in_place_if(send == recv, send), recv, mpi_count(count), mpi_type(type),
-                         mpi_op(type, op), comm_, &request),
-          "MPI_Iallreduce");
+    check_mpi(MPI_Iallreduce(in_place_if(send == recv, send), recv, mpi_count(count),
+                             mpi_type(type), mpi_op(type, op), comm_, &request),
+              "MPI_Iallreduce");
     return std::make_unique<MpiRequest>(request, recv, count, type,
                                         op == ReduceOp::kAvg ? size_ : 1);
   }
 
   void all_gather(const void* send, void* recv, std::size_t count, DataType type) override {
     const bool in_place = send == block(recv, count, type, rank_);
-    check(MPI_Allgather(in_place_if(in_place, send), mpi_count(count), mpi_type(type), recv,
-                        mpi_count(count), mpi_type(type), comm_),
-          "MPI_Allgather");
+    check_mpi(MPI_Allgather(in_place_if(in_place, send), mpi_count(count), mpi_type(type), recv,
+                            mpi_count(count), mpi_type(type), comm_),
+              "MPI_Allgather");
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
@@ -209,14 +209,14 @@ class MpiCommunicator final : public Communicator {
         rank_ != 0 && recv == block(const_cast<void*>(send), count, type, rank_);
     if (send == recv || nccl_in_place) {
       void* whole = const_cast<void*>(send);
-      check(MPI_Reduce_scatter_block(MPI_IN_PLACE, whole, mpi_count(count), mpi_type(type),
-                                     mpi_op(type, op), comm_),
-            "MPI_Reduce_scatter_block");
+      check_mpi(MPI_Reduce_scatter_block(MPI_IN_PLACE, whole, mpi_count(count), mpi_type(type),
+                                         mpi_op(type, op), comm_),
+                "MPI_Reduce_scatter_block");
       if (nccl_in_place) std::memmove(recv, whole, count * type_size(type));
     } else {
-      check(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(type), mpi_op(type, op),
-                                     comm_),
-            "MPI_Reduce_scatter_block");
+      check_mpi(MPI_Reduce_scatter_block(send, recv, mpi_count(count), mpi_type(type),
+                                         mpi_op(type, op), comm_),
+                "MPI_Reduce_scatter_block");
     }
     if (op == ReduceOp::kAvg) divide_in_place(recv, count, type, size_);
   }
@@ -224,21 +224,21 @@ class MpiCommunicator final : public Communicator {
   void broadcast(const void* send, void* recv, std::size_t count, DataType type,
                  int root) override {
     if (rank_ == root && send != recv) std::memcpy(recv, send, count * type_size(type));
-    check(MPI_Bcast(recv, mpi_count(count), mpi_type(type), root, comm_), "MPI_Bcast");
+    check_mpi(MPI_Bcast(recv, mpi_count(count), mpi_type(type), root, comm_), "MPI_Bcast");
   }
 
   void reduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
               int root) override {
-    check(MPI_Reduce(in_place_if(rank_ == root && send == recv, send), recv, mpi_count(count),
-                     mpi_type(type), mpi_op(type, op), root, comm_),
-          "MPI_Reduce");
+    check_mpi(MPI_Reduce(in_place_if(rank_ == root && send == recv, send), recv, mpi_count(count),
+                         mpi_type(type), mpi_op(type, op), root, comm_),
+              "MPI_Reduce");
     if (op == ReduceOp::kAvg && rank_ == root) divide_in_place(recv, count, type, size_);
   }
 
   void all_to_all(const void* send, void* recv, std::size_t count, DataType type) override {
-    check(MPI_Alltoall(in_place_if(send == recv, send), mpi_count(count), mpi_type(type), recv,
-                       mpi_count(count), mpi_type(type), comm_),
-          "MPI_Alltoall");
+    check_mpi(MPI_Alltoall(in_place_if(send == recv, send), mpi_count(count), mpi_type(type), recv,
+                           mpi_count(count), mpi_type(type), comm_),
+              "MPI_Alltoall");
   }
 
   void send_recv_ring(const void* send, void* recv, std::size_t count, DataType type) override {
@@ -246,17 +246,18 @@ class MpiCommunicator final : public Communicator {
     const int previous = (rank_ - 1 + size_) % size_;
     constexpr int kTag = 0x5752;
     if (send == recv) {
-      check(MPI_Sendrecv_replace(recv, mpi_count(count), mpi_type(type), next, kTag, previous, kTag,
-                                 comm_, MPI_STATUS_IGNORE),
-            "MPI_Sendrecv_replace");
+      check_mpi(MPI_Sendrecv_replace(recv, mpi_count(count), mpi_type(type), next, kTag, previous,
+                                     kTag, comm_, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv_replace");
       return;
     }
-    check(MPI_Sendrecv(send, mpi_count(count), mpi_type(type), next, kTag, recv, mpi_count(count),
-                       mpi_type(type), previous, kTag, comm_, MPI_STATUS_IGNORE),
-          "MPI_Sendrecv");
+    check_mpi(
+        MPI_Sendrecv(send, mpi_count(count), mpi_type(type), next, kTag, recv, mpi_count(count),
+                     mpi_type(type), previous, kTag, comm_, MPI_STATUS_IGNORE),
+        "MPI_Sendrecv");
   }
 
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
   void synchronize() override {}
 
  private:

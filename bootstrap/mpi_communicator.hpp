@@ -8,10 +8,15 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "bootstrap/communicator.hpp"
 
 namespace dtrain::bootstrap {
+
+// Throws dtrain::Error naming `call` and MPI's error text unless `rc` is MPI_SUCCESS (for
+// communicators whose error handler returns).
+void check_mpi(int rc, const std::string& call);
 
 // Duplicates `parent`; the communicator owns the duplicate.
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm parent);
