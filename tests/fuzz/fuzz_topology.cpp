@@ -78,7 +78,14 @@ const std::string_view* find_attribute(const Attributes& attributes, std::string
 // hwloc's, not dtrain's, so such inputs are skipped, as are object tags that are not plain
 // name="value" lists (libxml2, hwloc's reader in production, refuses those anyway). The check
 // is an approximation, not a parser: an input it misses still crashes and is reported.
+// A third: hwloc_bitmap_sscanf counts a bitmap's comma-separated words from the second
+// character on, so a value that starts with a comma (cpuset=",x1") trips its
+// `assert(count > 0)` and aborts; any attribute value that starts with a comma, or with an
+// entity that libxml2 may decode to one, is skipped.
 bool crashes_hwloc_2_9(std::string_view xml) {
+  if (xml.find("=\",") != std::string_view::npos || xml.find("=\"&") != std::string_view::npos) {
+    return true;
+  }
   bool root = true;
   for (std::size_t at = xml.find("<object"); at != std::string_view::npos;
        at = xml.find("<object", at + 1)) {
