@@ -216,6 +216,13 @@ class Bootstrapper {
     abort_job(who_, message);
   }
 
+  // wait_or_abort for the helpers that take a RequestWaiter; it serves listener_ itself, so
+  // their `between` is not needed.
+  RequestWaiter request_waiter() {
+    return [this](std::span<MPI_Request> requests, const std::string& step,
+                  const std::function<void()>&) { wait_or_abort(requests, step); };
+  }
+
   // Read once, before MPI_Init (the early listener needs it); a bad value is reported with the
   // other checks once MPI runs, so that every rank fails together.
   void read_plugin_env() {
@@ -358,11 +365,9 @@ class Bootstrapper {
     watchdog_.set_phase("exchanging bootstrap records");
     const std::vector<char> mine = encode_record(build_record());
     std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_));
-    allgather_through_root(
-        mine.data(), static_cast<int>(kRecordBytes), all.data(), boot_,
-        [this](std::span<MPI_Request> requests, const std::string& step,
-               const std::function<void()>&) { wait_or_abort(requests, step); },
-        "exchanging bootstrap records (a rank died after arriving?)");
+    allgather_through_root(mine.data(), static_cast<int>(kRecordBytes), all.data(), boot_,
+                           request_waiter(),
+                           "exchanging bootstrap records (a rank died after arriving?)");
     std::vector<std::string> unreadable;
     for (int r = 0; r < size_; ++r) {
       try {
@@ -492,11 +497,8 @@ class Bootstrapper {
     std::vector<std::string> endpoints;
     for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
     const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
-    // wait_or_abort keeps listener_ answering while it waits.
-    const auto by_source = run_connectivity_preflight(
-        boot_, endpoints, *listener_, probe_deadline,
-        [this](std::span<MPI_Request> requests, const std::string& step,
-               const std::function<void()>&) { wait_or_abort(requests, step); });
+    const auto by_source =
+        run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline, request_waiter());
     const auto failures = describe_preflight(records_, by_source);
     if (failures.empty()) return;
     std::string own;
