@@ -1,6 +1,8 @@
 #include "topology/load.hpp"
 
+#include <fcntl.h>
 #include <hwloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "topology/pci_address.hpp"
+#include "topology/xml_guard.hpp"
 
 namespace dtrain::topology {
 namespace {
@@ -22,6 +25,8 @@ constexpr unsigned kNvidiaVendor = 0x10de;
 constexpr unsigned kDisplayClassMask = 0xff00;
 constexpr unsigned kDisplayClass = 0x0300;     // 0x0300 VGA, 0x0302 3D controller
 constexpr const char* kActivePortState = "4";  // IB_PORT_ACTIVE
+// Far above any real machine's XML (a few MB), and within the int hwloc takes as a size.
+constexpr std::size_t kMaxXmlBytes = 64u << 20;
 
 struct TopologyDeleter {
   void operator()(hwloc_topology* topology) const { hwloc_topology_destroy(topology); }
@@ -33,10 +38,44 @@ using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 }
 
 // hwloc parses the file in set_xml or in load, depending on the backend and the error.
-[[noreturn]] void throw_invalid_xml(const std::string& xml_path) {
-  throw_resource("hwloc rejected topology XML '" + xml_path +
-                 "': it is not a valid hwloc topology; regenerate it on the node with "
-                 "`lstopo --of xml FILE`");
+[[noreturn]] void throw_invalid_xml(const std::string& xml_path, const std::string& detail = "") {
+  throw_resource("topology XML '" + xml_path + "' is not a valid hwloc topology" +
+                 (detail.empty() ? "" : ": " + detail) +
+                 "; regenerate it on the node with `lstopo --of xml FILE`");
+}
+
+[[noreturn]] void throw_unreadable(const std::string& xml_path, const std::string& why) {
+  throw_resource("cannot read topology XML '" + xml_path + "': " + why +
+                 "; fix the topology= path or remove it to discover this machine");
+}
+
+struct FdCloser {
+  int fd;
+  ~FdCloser() { close(fd); }
+};
+
+// The whole file, read once: hwloc then parses the very bytes that find_xml_hazard checked.
+// O_NONBLOCK keeps a FIFO at the path from blocking the step; it is then refused.
+std::string read_topology_xml(const std::string& xml_path) {
+  const int fd = open(xml_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw_unreadable(xml_path, std::strerror(errno));
+  const FdCloser closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) throw_unreadable(xml_path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_unreadable(xml_path, "it is not a regular file");
+  std::string xml;
+  char chunk[1 << 16];
+  while (true) {
+    const ssize_t got = read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw_unreadable(xml_path, std::strerror(errno));
+    if (got == 0) return xml;
+    if (xml.size() + static_cast<std::size_t>(got) > kMaxXmlBytes) {
+      throw_invalid_xml(xml_path,
+                        "it is larger than " + std::to_string(kMaxXmlBytes >> 20) + " MiB");
+    }
+    xml.append(chunk, static_cast<std::size_t>(got));
+  }
 }
 
 CpuList to_list(hwloc_const_bitmap_t bitmap) {
@@ -165,15 +204,16 @@ TopologyPtr open_topology(const std::string& xml_path) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw_resource("hwloc_topology_init failed");
   TopologyPtr topology(raw);
+  std::string xml;  // hwloc may parse it in set_xmlbuffer or in load, so it lives until then
   if (!xml_path.empty()) {
-    // hwloc's message for a missing file is a bare errno; say which file and what to do.
-    std::FILE* file = std::fopen(xml_path.c_str(), "r");
-    if (file == nullptr) {
-      throw_resource("cannot read topology XML '" + xml_path + "': " + std::strerror(errno) +
-                     "; fix the topology= path or remove it to discover this machine");
+    xml = read_topology_xml(xml_path);
+    if (const auto hazard = find_xml_hazard(xml)) {
+      throw_invalid_xml(xml_path, "line " + std::to_string(hazard->line) + ": " + hazard->reason);
     }
-    std::fclose(file);
-    if (hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) throw_invalid_xml(xml_path);
+    if (xml.empty() ||
+        hwloc_topology_set_xmlbuffer(raw, xml.data(), static_cast<int>(xml.size())) != 0) {
+      throw_invalid_xml(xml_path);
+    }
   } else {
     // GPUs are found through PCI, so these backends add nothing but cost: OpenCL would
     // initialise vendor runtimes inside slurmstepd and GL would contact an X server. A backend
@@ -245,8 +285,8 @@ void export_live_topology(const std::string& xml_path) {
   if (std::rename(partial.c_str(), xml_path.c_str()) != 0) {
     const int saved = errno;
     std::remove(partial.c_str());
-    throw_resource("cannot rename '" + partial + "' to '" + xml_path + "': " +
-                   std::strerror(saved));
+    throw_resource("cannot rename '" + partial + "' to '" + xml_path +
+                   "': " + std::strerror(saved));
   }
 }
 

@@ -221,8 +221,16 @@ def check_broken_topology():
     corrupt = os.path.join(os.environ.get("DTRAIN_TEST_WORKDIR", HERE), "corrupt-topology.xml")
     with open(corrupt, "w") as f:
         f.write('<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine"\n')
+    # hwloc 2.9 asserts on a bitmap that starts with a comma: without the guard in
+    # load_topology, slurmstepd would abort here instead of warning.
+    aborts_hwloc = os.path.join(os.path.dirname(corrupt), "aborts-hwloc-topology.xml")
+    sets = 'complete_cpuset="0x1" nodeset="0x1" complete_nodeset="0x1"'
+    with open(aborts_hwloc, "w") as f:
+        f.write('<?xml version="1.0"?>\n<topology version="2.0">\n'
+                f'  <object type="Machine" cpuset=",x1" {sets}/>\n</topology>\n')
     missing = os.path.join(os.path.dirname(corrupt), "no-such-topology.xml")
-    cases = {missing: "cannot read topology XML", corrupt: "hwloc rejected topology XML"}
+    cases = {missing: "cannot read topology XML", corrupt: "is not a valid hwloc topology",
+             aborts_hwloc: "is not a valid hwloc topology: line 3: <object> has cpuset=',x1'"}
     try:
         for path, reason in cases.items():
             with plugstack_args(f"topology={path}", QUIET_PORTS):
@@ -246,8 +254,9 @@ def check_broken_topology():
             check_affinity(tasks, allowed, stderr)
     finally:
         os.unlink(corrupt)
-    print("dtrain: ok: a missing or corrupt topology XML gives one warning and a CPU-only binding "
-          "from this machine")
+        os.unlink(aborts_hwloc)
+    print("dtrain: ok: a missing, corrupt or hwloc-crashing topology XML gives one warning and a "
+          "CPU-only binding from this machine")
 
 
 def check_no_binding():

@@ -2,7 +2,9 @@
 """Writes tests/fuzz/corpus/fuzz_topology: the machines of tests/fixtures/topologies with two
 cores per socket or NUMA group (the I/O trees are kept whole), so that each seed is a few KiB
 and the fuzzer spends its time on the structure rather than on repeated cores; plus the same
-smallest GPU node in hwloc's v1 XML format. Rerun only when the fixtures change:
+smallest GPU node in hwloc's v1 XML format. The guard-*.xml seeds beside them are written by
+hand: one of each shape on which hwloc 2.9 crashes and the XML guard must refuse. Rerun only
+when the fixtures change:
 
     python3 tests/fuzz/make_topology_seeds.py
 """
