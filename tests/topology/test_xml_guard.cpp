@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "topology/load.hpp"
@@ -203,23 +205,25 @@ TEST(XmlGuard, RefusesWhatTheTwoReadersWouldReadDifferently) {
                    .has_value());
   expect_refused("<?xml version=\"1.0\"?>\n<!DOCTYPE topology [<!ENTITY io \"PCIDev\">]>\n", 2,
                  "internal subset");
-  expect_refused(topology_xml(kSets, "    <info name=\"a\" value=\"&io;\"/>\n"), 11,
-                 "reference '&io;'");
-  expect_refused(topology_xml(kSets, "    <info name=\"a\" value=\"&#44;\"/>\n"), 11,
-                 "reference '&#44;'");
-  expect_refused(topology_xml(kSets, "    <h:object type=\"PU\"/>\n"), 11, "tag whose name");
-  expect_refused(topology_xml(kSets, "    <object type='PU'/>\n"), 11, "name=\"value\"");
-  expect_refused(topology_xml(kSets, "    <object type = \"PU\"/>\n"), 11, "name=\"value\"");
-  expect_refused(topology_xml(kSets, "    <object h:type=\"PU\"/>\n"), 11, "name=\"value\"");
-  expect_refused(topology_xml(kSets, "    <object type=\"Core\"\r\n cpuset=\"0x1\"/>\n"), 11,
-                 "name=\"value\"");
-  expect_refused(topology_xml(kSets, "    <info name=\"a\" name=\"b\"/>\n"), 11,
-                 "<info> has attribute name twice");
-  expect_refused(topology_xml(kSets, "    <info name=\"a>b\" value=\"c\"/>\n"), 11, "literal");
-  expect_refused(topology_xml(kSets, "    <info name=\"a\tb\" value=\"c\"/>\n"), 11, "literal");
-  expect_refused(topology_xml(kSets, "    <![IGNORE[ x ]]>\n"), 11, "'<!'");
+  // Each inside the Machine of topology_xml, on line 11.
+  const std::vector<std::pair<std::string, std::string>> inside_machine = {
+      {"<info name=\"a\" value=\"&io;\"/>", "reference '&io;'"},
+      {"<info name=\"a\" value=\"&#44;\"/>", "reference '&#44;'"},
+      {"<h:object type=\"PU\"/>", "tag whose name"},
+      {"<object type='PU'/>", "name=\"value\""},
+      {"<object type = \"PU\"/>", "name=\"value\""},
+      {"<object h:type=\"PU\"/>", "name=\"value\""},
+      {"<object type=\"Core\"\r\n cpuset=\"0x1\"/>", "name=\"value\""},
+      {"<info name=\"a\" name=\"b\"/>", "<info> has attribute name twice"},
+      {"<info name=\"a>b\" value=\"c\"/>", "literal"},
+      {"<info name=\"a\tb\" value=\"c\"/>", "literal"},
+      {"<![IGNORE[ x ]]>", "'<!'"},
+      {"<!-- never closed", "comment is never closed"},
+  };
+  for (const auto& [element, detail] : inside_machine) {
+    expect_refused(topology_xml(kSets, "    " + element + "\n"), 11, detail);
+  }
   expect_refused(std::string(kHeader) + "  <object type=\"Machine\" " + kSets, 4, "never closed");
-  expect_refused(topology_xml(kSets, "    <!-- never closed\n"), 11, "comment is never closed");
 }
 
 TEST(XmlGuard, SkipsCommentsCdataAndText) {
