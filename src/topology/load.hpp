@@ -11,7 +11,9 @@ namespace dtrain::topology {
 // when `xml_path` is empty. I/O objects are kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT, which
 // also applies to XML import). GPUs are NVIDIA PCI devices of class 0x03xx or devices with a
 // cuda*/nvml* OS device; NICs are PCI functions with an OpenFabrics or network OS device.
-// Throws Error(kResource) naming the path when the file is missing or hwloc rejects it.
+// A file is read once and screened by find_xml_hazard (xml_guard.hpp) before hwloc parses
+// it. Throws Error(kResource) naming the path when the file is missing or not a regular
+// file, when the screen refuses it (naming the line and the reason) or when hwloc rejects it.
 NodeTopology load_topology(const std::string& xml_path);
 
 // Discovers this machine (as load_topology("") does) and writes it as hwloc XML to `xml_path`,
