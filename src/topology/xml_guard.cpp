@@ -59,8 +59,9 @@ bool is_hex_digit(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+// "<name>", for a refusal's message.
+std::string label(std::string_view tag) {
+  return "<" + std::string(tag) + ">";
 }
 
 // hwloc_bitmap_snprintf's output: "0xf...f" alone (every bit set), or an optional "0xf...f,"
@@ -260,9 +261,9 @@ class Scanner {
     bool self_closing = false;
     const std::vector<Attribute> attributes = read_attributes(name, self_closing);
     for (const Attribute& attribute : attributes) {
-      if ((ends_with(attribute.name, "cpuset") || ends_with(attribute.name, "nodeset")) &&
+      if ((attribute.name.ends_with("cpuset") || attribute.name.ends_with("nodeset")) &&
           !is_hwloc_bitmap(attribute.value)) {
-        refuse(start, "<" + std::string(name) + "> has " + std::string(attribute.name) + "=" +
+        refuse(start, label(name) + " has " + std::string(attribute.name) + "=" +
                           quoted(attribute.value) +
                           ", not a bitmap as hwloc writes one (comma-separated words of "
                           "0x and up to 8 hex digits, the first and last not empty)");
@@ -278,12 +279,11 @@ class Scanner {
   }
 
   std::vector<Attribute> read_attributes(std::string_view tag, bool& self_closing) {
-    const std::string where = "<" + std::string(tag) + ">";
     std::vector<Attribute> attributes;
     while (true) {
       const std::size_t before = pos_;
       while (pos_ < xml_.size() && is_separator(xml_[pos_])) ++pos_;
-      if (pos_ == xml_.size()) refuse(before, "a " + where + " tag is never closed");
+      if (pos_ == xml_.size()) refuse(before, "a " + label(tag) + " tag is never closed");
       if (at("/>") || at(">")) {
         self_closing = at("/>");
         pos_ += self_closing ? 2 : 1;
@@ -292,20 +292,20 @@ class Scanner {
       const std::size_t start = pos_;
       const std::string_view name = read_name(true);
       if (name.empty() || pos_ == before || !at("=\"")) {
-        refuse(start, where +
+        refuse(start, label(tag) +
                           " has an attribute not written as name=\"value\" with a "
                           "lowercase name after a space, as hwloc writes attributes");
       }
       // libxml2 refuses a repeated attribute; hwloc's own reader would take the last one.
       if (find_attribute(attributes, name) != nullptr) {
-        refuse(start, where + " has attribute " + std::string(name) + " twice");
+        refuse(start, label(tag) + " has attribute " + std::string(name) + " twice");
       }
       pos_ += 2;
       const std::size_t close = xml_.find('"', pos_);
       if (close == std::string_view::npos) {
-        refuse(start, where + " attribute " + std::string(name) + " is never closed");
+        refuse(start, label(tag) + " attribute " + std::string(name) + " is never closed");
       }
-      attributes.push_back({name, decode(xml_.substr(pos_, close - pos_), where, name, start)});
+      attributes.push_back({name, decode(xml_.substr(pos_, close - pos_), tag, name, start)});
       pos_ = close + 1;
     }
   }
@@ -313,7 +313,7 @@ class Scanner {
   // The references hwloc writes are the only ones both readers decode alike: libxml2 knows
   // more, and hwloc's own reader stops reading the tag at any other. A literal '>' ends the
   // tag for hwloc's reader; literal whitespace other than a space is normalised by libxml2.
-  static std::string decode(std::string_view raw, const std::string& where, std::string_view name,
+  static std::string decode(std::string_view raw, std::string_view tag, std::string_view name,
                             std::size_t offset) {
     static constexpr std::array<std::pair<std::string_view, char>, 7> kReferences = {{
         {"&#10;", '\n'},
@@ -328,7 +328,7 @@ class Scanner {
     for (std::size_t i = 0; i < raw.size(); ++i) {
       const char c = raw[i];
       if (c == '<' || c == '>' || c == '\t' || c == '\n' || c == '\r') {
-        refuse(offset, where + " attribute " + std::string(name) +
+        refuse(offset, label(tag) + " attribute " + std::string(name) +
                            " holds a literal tab, line break, '<' or '>'; hwloc writes them "
                            "as references");
       }
@@ -340,7 +340,7 @@ class Scanner {
         return raw.substr(i, ref.first.size()) == ref.first;
       });
       if (known == kReferences.end()) {
-        refuse(offset, where + " attribute " + std::string(name) + " holds the reference " +
+        refuse(offset, label(tag) + " attribute " + std::string(name) + " holds the reference " +
                            quoted(raw.substr(i, raw.find(';', i) - i + 1)) +
                            "; hwloc writes only &quot; &lt; &gt; &amp; &#9; &#10; &#13;");
       }
@@ -386,7 +386,7 @@ class Scanner {
     if (special) return;
     const bool nodesets = needs_nodesets(attributes, offset);
     for (std::string_view set : kObjectSets) {
-      if (!nodesets && ends_with(set, "nodeset")) continue;
+      if (!nodesets && set.ends_with("nodeset")) continue;
       if (find_attribute(attributes, set) == nullptr) {
         refuse(offset, "<object type=" + quoted(type->value) + "> has no " + std::string(set) +
                            "; hwloc 2.9 crashes unless CPU and memory objects have all of "
