@@ -86,11 +86,16 @@ void BackendBuffer::download(std::size_t offset, void* host, std::size_t bytes) 
 }
 
 void BackendBuffer::zero() {
-  if (size_ == 0) return;
+  zero(size_);
+}
+
+void BackendBuffer::zero(std::size_t bytes) {
+  check_range(0, bytes);
+  if (bytes == 0) return;
   if (backend_ == Backend::kNccl) {
-    device_zero(data_, size_);
+    device_zero(data_, bytes);
   } else {
-    std::memset(data_, 0, size_);
+    std::memset(data_, 0, bytes);
   }
 }
 

@@ -21,6 +21,9 @@ class BackendBuffer {
   std::size_t size() const { return size_; }
   void upload(std::size_t offset, const void* host, std::size_t bytes);
   void download(std::size_t offset, void* host, std::size_t bytes) const;
+  // zero(bytes) clears the first `bytes`, so that a sweep clears only what its current size
+  // uses; zero() clears the whole buffer.
+  void zero(std::size_t bytes);
   void zero();
 
  private:

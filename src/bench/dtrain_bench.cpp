@@ -148,12 +148,14 @@ class Runner {
     std::byte* recv_ptr = recv.data() + recv_offset;
     bootstrap::collectives::DataSetup setup{type,         op, o_.root, comm_.rank(),
                                             comm_.size(), 99, counts};
+    // Every send and receive pointer of this size, in place or not, stays within these bytes.
+    const std::size_t used_bytes = std::max(counts.send_count, counts.recv_count) * ts;
 
     const auto prepare = [&](int rep) -> const bootstrap::collectives::HostData& {
       setup.rep = rep;
       host_.checked = true;
       test.init_data(setup, host_);
-      recv.zero();
+      recv.zero(used_bytes);
       send_buffer.upload(send_offset, host_.input.data(), host_.input.size());
       return host_;
     };
