@@ -5,7 +5,8 @@
 # its own mount and UTS namespace with its own hostname, /tmp and /dev/shm, as on real nodes;
 # without that, PMIx directories and Open MPI shared-memory segments of different "nodes" collide.
 # Every node gets its own loopback address (nodeN = 127.0.1.N) through a bind-mounted hosts file.
-# Slurm's PMIx fences run as a ring (mpi.conf; why: generate_mpi_conf).
+# Slurm's PMIx fences run as a ring (mpi.conf; why: generate_mpi_conf), and the daemons run in a
+# CPU cgroup of their own so that tasks, not nodes, share the CPUs (why: cpu_cgroup_dir).
 # All state lives under the state directory; nothing is written to the host's /tmp.
 set -euo pipefail
 
@@ -25,6 +26,8 @@ one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,
 such jobs run at the same time. Every node has its own hostname, /tmp, /dev/shm and address
 (nodeN = 127.0.1.N). slurmctld listens on 127.0.0.1; slurmd, slurmstepd and srun listen on the
 wildcard address (why: generate_conf in this script) but only ever contact 127.x addresses.
+The daemons run in a CPU cgroup of their own, so that the machine's cores are shared task by
+task rather than node by node (why: cpu_cgroup_dir in this script); down removes it.
 
 Commands:
   up        start the cluster unless it already runs with the same configuration, then wait
@@ -533,6 +536,44 @@ write_valgrind_wrapper() {
   mv "$valgrind_dir/slurmstepd.new" "$valgrind_dir/slurmstepd"
 }
 
+# Linux's autogroup schedules each session as one entity, and slurmstepd starts a session for
+# every step on every node: on one machine each emulated node then gets the same share of the
+# CPUs, whatever its task count. `srun -N4 -n8` ran node1's four tasks on an eighth of a core each
+# and node3's one task on half a core, and every MPI collective went at the pace of node1. Real
+# nodes give each task a CPU. Autogroup only applies to processes in the root CPU cgroup, so the
+# daemons, and every step they start, go into a CPU cgroup of this state directory's own, where
+# the kernel shares the CPUs task by task. Needs the cgroup v1 "cpu" hierarchy; without it (or
+# outside the root CPU cgroup, as under systemd, where autogroup does not apply) nothing changes.
+cpu_cgroup_dir() {
+  local root
+  root=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)
+  [[ -n "$root" ]] || return 1
+  echo "$root/dtrain-cluster-$(cksum <<<"$state_dir" | cut -d' ' -f1)"
+}
+
+autogroup_applies() {
+  [[ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" == 1 ]] &&
+    grep -Eq '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:/$' /proc/self/cgroup
+}
+
+# Moves this script, and so every daemon it starts from now on, into the cluster's CPU cgroup.
+enter_cpu_cgroup() {
+  autogroup_applies || return 0
+  local cgroup
+  if cgroup=$(cpu_cgroup_dir) && mkdir -p "$cgroup" 2>/dev/null &&
+    { echo $$ >"$cgroup/cgroup.procs"; } 2>/dev/null; then
+    return 0
+  fi
+  note "warning: cannot start the daemons in a CPU cgroup of their own (no writable cgroup v1 cpu hierarchy); with the kernel's autogroup every node gets an equal CPU share, so nodes with more tasks run slower (sysctl kernel.sched_autogroup_enabled=0 avoids it)"
+}
+
+remove_cpu_cgroup() {
+  local cgroup
+  cgroup=$(cpu_cgroup_dir) || return 0
+  [[ -d "$cgroup" ]] || return 0
+  rmdir "$cgroup" 2>/dev/null || note "warning: CPU cgroup $cgroup still holds processes; left in place"
+}
+
 # Starts one daemon in fresh mount and UTS namespaces; it daemonizes and writes its pid file.
 # setsid detaches it from the caller's session (ctest, a shell), and stdio goes to a file so that
 # no caller waits on our pipes; the file keeps what a daemon says before its log file is open.
@@ -615,6 +656,7 @@ start_cluster() {
     mkdir -p "$state_dir/spool/$node"
   done
 
+  enter_cpu_cgroup
   start_daemon slurmctld "$ctld_hostname"
   for node in "${nodes[@]}"; do
     start_daemon "slurmd.$node" "$node"
@@ -704,6 +746,7 @@ cmd_start_node() {
     note "slurmd of $node already runs (pid $pid)"
   else
     join_pid=$(namespace_processes | awk -v node="$node" '$1 == node { print $2; exit }')
+    enter_cpu_cgroup
     start_daemon "slurmd.$node" "$node" "$join_pid"
     for ((tries = 0; tries < 100; tries++)); do
       daemon_pid "slurmd.$node" >/dev/null && break
@@ -752,6 +795,7 @@ main() {
       require_environment
       lock_state_dir
       stop_cluster
+      remove_cpu_cgroup
       note "cluster of $state_dir is down"
       ;;
     restart)

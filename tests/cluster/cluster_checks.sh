@@ -252,6 +252,40 @@ check_scancel_cleans_up() {
   expect_equal "state of job $job_id" "$state" "JobState=CANCELLED"
 }
 
+# The tasks of all nodes share the CPUs task by task (slurm/cluster.sh: cpu_cgroup_dir): with the
+# kernel's autogroup on and the tasks in the root CPU cgroup, every step's tasks on a node form
+# one scheduling group, and node1's four tasks would get what node3's one gets. Prints each
+# task's CPU time over one second of spinning, for the reader; the check is the cgroup itself.
+check_cpu_share() {
+  local autogroup tasks
+  autogroup=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo 0)
+  if [[ "$autogroup" != 1 ]]; then
+    echo "dtrain: skipped: the kernel's autogroup is off here, so nodes cannot starve each other"
+    exit 77
+  fi
+  local root probe
+  root=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)
+  probe="$root/dtrain-probe-$$"
+  if [[ -z "$root" ]] || ! mkdir "$probe" 2>/dev/null; then
+    echo "dtrain: skipped: no writable cgroup v1 cpu hierarchy here; cluster.sh warns at up that nodes share the CPUs evenly"
+    exit 77
+  fi
+  rmdir "$probe"
+  # shellcheck disable=SC2016 # expanded by each task
+  tasks=$(srun --kill-on-bad-exit=1 -N4 -n8 bash -c '
+    cgroup=$(grep -E "^[0-9]+:([^:]*,)?cpu(,[^:]*)?:" /proc/self/cgroup | cut -d: -f3)
+    cpu=$(python3 -c "import time
+end = time.monotonic() + 1
+while time.monotonic() < end: pass
+print(round(time.process_time(), 2))")
+    echo "$SLURM_PROCID $SLURMD_NODENAME $cgroup $cpu"' | sort -n)
+  echo "$tasks"
+  expect_equal "distinct CPU cgroups of the step's tasks" "$(distinct "$tasks" 3)" 1
+  [[ "$(awk 'NR == 1 { print $3 }' <<<"$tasks")" != / ]] ||
+    fail "the tasks run in the root CPU cgroup, where autogroup gives each node an equal CPU share; cluster.sh up should have started the daemons in a cgroup of their own"
+  echo "ok: all tasks share one CPU cgroup, not the root one"
+}
+
 # "node1:N node2:N ..." counting, per node, the processes whose first argument starts with PREFIX.
 tasks_by_node() {
   awk -v prefix="$2" 'index($4, prefix) == 1 { count[$1]++ }
@@ -266,8 +300,9 @@ case "${1:-}" in
   crash-recovery) check_crash_recovery ;;
   sbatch-steps) check_sbatch_steps "${2:?dtrain: sbatch-steps needs the path of dtrain_mpi_allreduce_check}" ;;
   scancel-cleans-up) check_scancel_cleans_up ;;
+  cpu-share) check_cpu_share ;;
   pmix-barrier) check_pmix_barrier "${2:?dtrain: pmix-barrier needs the path of dtrain_pmix_barrier_check}" \
     "${3:?dtrain: pmix-barrier needs -N<nodes>}" "${4:?dtrain: pmix-barrier needs -n<tasks>}" \
     "${5:?dtrain: pmix-barrier needs the slow rank}" ;;
-  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps, scancel-cleans-up or pmix-barrier" ;;
+  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps, scancel-cleans-up, cpu-share or pmix-barrier" ;;
 esac
