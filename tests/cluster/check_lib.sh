@@ -48,8 +48,13 @@ free_port_block() {
   python3 - "$1" <<'PY'
 import random, socket, sys
 n = int(sys.argv[1])
+# Below the kernel's ephemeral range: the outgoing connections of tests running beside this one
+# take ports from that range at any moment, between this check and the ranks' listen().
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    ephemeral_low, ephemeral_high = map(int, f.read().split())
+low, high = (10000, ephemeral_low) if ephemeral_low - n > 11000 else (ephemeral_high + 2, 65535)
 for _ in range(200):
-    base = random.randrange(30000, 60000 - n)
+    base = random.randrange(low, high - n)
     try:
         for port in range(base - 1, base + n):
             with socket.socket() as s:
