@@ -2,7 +2,9 @@
 # The README's two set-up commands for a fresh Debian 12 machine (run as root):
 #   slurm/quickstart.sh demo   install, build, start the local 4-node cluster, run the demo
 #   slurm/quickstart.sh test   install, build (normal and ASan+UBSan), run every test
-# Both are safe to rerun. The build trees are build/ and build-asan/ in the repository.
+# Both are safe to rerun and share the Release tree build/ (the test command adds build-asan/ and
+# build-fuzz/), so running one after the other builds dtrain once. The test command turns
+# compiler warnings into errors (DTRAIN_WERROR); the demo leaves that to the tree's cache.
 set -euo pipefail
 
 readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -58,9 +60,12 @@ cluster_up() {
   "$repo/slurm/cluster.sh" up --state-dir "$build/cluster"
 }
 
+# The one build type of build/, for both commands.
+readonly build_type=Release
+
 run_demo() {
   install_deps
-  configure_and_build "$build" -DCMAKE_BUILD_TYPE=Release
+  configure_and_build "$build" -DCMAKE_BUILD_TYPE="$build_type"
   cluster_up
   # shellcheck disable=SC1091
   source "$build/cluster/env.sh"
@@ -70,17 +75,17 @@ run_demo() {
 run_tests() {
   install_deps
   configure_and_build "$build_asan" -DCMAKE_BUILD_TYPE=Debug -DDTRAIN_SANITIZE=ON \
-    -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_WITH_NCCL=OFF
+    -DDTRAIN_WERROR=ON -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_WITH_NCCL=OFF
   note "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
   LSAN_OPTIONS="suppressions=$repo/tests/lsan.supp:fast_unwind_on_malloc=0" \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$build_asan" -L unit --output-on-failure -j "$jobs"
   note "fuzz targets (clang, libFuzzer): ${fuzz_seconds} s each over the committed seed corpora"
   CC=clang CXX=clang++ cmake -S "$repo" -B "$build_fuzz" -G Ninja -DDTRAIN_FUZZ=ON \
-    -DDTRAIN_WITH_NCCL=OFF -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+    -DDTRAIN_WERROR=ON -DDTRAIN_WITH_NCCL=OFF -DDTRAIN_BUILD_BENCHMARKS=OFF -DDTRAIN_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
   cmake --build "$build_fuzz" -j "$jobs" --target dtrain_fuzzers
   ctest --test-dir "$build_fuzz" -L fuzz --output-on-failure -j "$jobs"
-  configure_and_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  configure_and_build "$build" -DCMAKE_BUILD_TYPE="$build_type" -DDTRAIN_WERROR=ON
   note "all tests: unit, cluster (the local Slurm cluster starts and stops itself), gpu"
   ctest --test-dir "$build" --output-on-failure
 }

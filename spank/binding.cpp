@@ -113,7 +113,8 @@ NodeBinding plan_node_binding(spank_t sp, const core::PluginConfig& config,
         // Paddle's launcher sets FLAGS_selected_gpus as an index into the visible devices.
         std::string selected;
         for (std::size_t i = 0; i < task.gpu_bus_ids.size(); ++i) {
-          selected += (i ? "," : "") + std::to_string(i);
+          if (i != 0) selected += ',';
+          selected += std::to_string(i);
         }
         env.push_back({"FLAGS_selected_gpus", selected, true});
       }

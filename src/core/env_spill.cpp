@@ -66,7 +66,8 @@ std::vector<std::string> spill_oversized(std::vector<std::vector<EnvVar>>& tasks
         write_file(path, var.value);
         written.emplace(var.name, var.value);
       } else if (it->second != var.value) {
-        path += "." + std::to_string(ranks.at(t));
+        path += '.';
+        path += std::to_string(ranks.at(t));
         write_file(path, var.value);
       }
       if (std::find(spilled.begin(), spilled.end(), var.name) == spilled.end()) {

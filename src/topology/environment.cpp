@@ -20,7 +20,8 @@ std::vector<EnvVar> binding_environment(const TaskBinding& task) {
   std::string ucx;
   std::string netdevs;
   for (const NicChoice& nic : task.nics) {
-    const std::string port = nic.port != 0 ? ":" + std::to_string(nic.port) : "";
+    std::string port;
+    if (nic.port != 0) port.append(":").append(std::to_string(nic.port));
     if (!nic.hca.empty()) append(hcas, nic.hca + port);
     if (!nic.hca.empty() && nic.port != 0) append(ucx, nic.hca + port);
     if (!nic.netdev.empty()) append(netdevs, nic.netdev);

@@ -30,7 +30,10 @@ std::string format_columns(const std::vector<Row>& rows) {
 
 std::string join_numbers(const std::vector<unsigned>& numbers) {
   std::string text;
-  for (unsigned n : numbers) text += (text.empty() ? "" : ",") + std::to_string(n);
+  for (unsigned n : numbers) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(n);
+  }
   return text;
 }
 

@@ -61,7 +61,10 @@ bool is_hex_digit(char c) {
 
 // "<name>", for a refusal's message.
 std::string label(std::string_view tag) {
-  return "<" + std::string(tag) + ">";
+  std::string text;
+  text.reserve(tag.size() + 2);
+  text.append("<").append(tag).append(">");
+  return text;
 }
 
 // hwloc_bitmap_snprintf's output: "0xf...f" alone (every bit set), or an optional "0xf...f,"

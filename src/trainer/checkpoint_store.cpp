@@ -51,7 +51,8 @@ std::optional<std::uint64_t> step_of(const std::string& name) {
 }  // namespace
 
 void write_file_atomically(const fs::path& target, std::span<const std::byte> bytes) {
-  const fs::path temporary = target.parent_path() / ("." + target.filename().string() + ".tmp");
+  const fs::path temporary =
+      target.parent_path() / std::string(".").append(target.filename().string()).append(".tmp");
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail_io("cannot create", temporary);
   std::size_t written = 0;

@@ -10,7 +10,10 @@ namespace dtrain::trainer {
 
 std::string MlpShape::describe() const {
   std::string text;
-  for (std::size_t width : widths) text += (text.empty() ? "" : "-") + std::to_string(width);
+  for (std::size_t width : widths) {
+    if (!text.empty()) text += '-';
+    text += std::to_string(width);
+  }
   return text;
 }
 

@@ -18,7 +18,7 @@ void reset_fake() { fake() = SpankFake{}; }
 spank_t handle() { return reinterpret_cast<spank_t>(&fake()); }
 
 namespace {
-std::string format(const char* fmt, va_list ap) {
+__attribute__((format(printf, 1, 0))) std::string format(const char* fmt, va_list ap) {
   char buf[8192];
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   return buf;
@@ -51,7 +51,16 @@ spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
 
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   va_list ap;
+  // The signature is spank.h's: its last named parameter is an enum, which clang flags because
+  // an enum is promoted when passed through "...". Slurm's own spank_get_item does the same.
+#ifdef __clang__
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
   va_start(ap, item);
+#ifdef __clang__
+#pragma clang diagnostic pop
+#endif
   spank_err_t rc = err(ESPANK_SUCCESS);
   if (item == S_JOB_LOCAL_TO_GLOBAL_ID) {
     const auto local = va_arg(ap, std::uint32_t);

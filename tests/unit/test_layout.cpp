@@ -66,8 +66,10 @@ TEST(TasksPerNode, RejectsEveryBadInputClass) {
       {"1(x)", 1},    {"1(y2)", 2},       {"1(x2", 2},           {"-1", 1},
       {"0", 1},       {"1,1", 1},         {"1(x2)", 3},          {"99999999999999999999", 1},
       {"1(x4294967296)", 1}, {"1(x1000000000)", 4}, {"abc", 1},  {"2 ,2", 2}};
-  for (const auto& [text, nodes] : bad) {
-    EXPECT_EQ(kind_of([&] { parse_tasks_per_node(text, nodes); }), ErrorKind::kInvalidInput)
+  for (const auto& entry : bad) {
+    const auto& text = entry.first;
+    EXPECT_EQ(kind_of([&] { parse_tasks_per_node(text, entry.second); }),
+              ErrorKind::kInvalidInput)
         << text;
   }
 }
