@@ -15,10 +15,12 @@
 namespace dtrain::core {
 namespace {
 
+// Slurm 23.11 made hostlist_t the struct itself (before, a pointer to it); the functions take
+// a `struct hostlist*` in every release, so naming the struct compiles against all of them.
 struct HostlistDeleter {
-  void operator()(hostlist_t hl) const noexcept { slurm_hostlist_destroy(hl); }
+  void operator()(struct hostlist* hl) const noexcept { slurm_hostlist_destroy(hl); }
 };
-using HostlistPtr = std::unique_ptr<std::remove_pointer_t<hostlist_t>, HostlistDeleter>;
+using HostlistPtr = std::unique_ptr<struct hostlist, HostlistDeleter>;
 
 bool has_control_or_space(std::string_view text) {
   for (char c : text) {
