@@ -6,19 +6,26 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "bench/plot.hpp"
+#include "bench/plot_input.hpp"
 #include "bench/sweep.hpp"
 #include "bench/timing.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/buffer.hpp"
 #include "bootstrap/collectives/collective.hpp"
 #include "core/error.hpp"
+#include "trainer/checkpoint_store.hpp"
 
 namespace {
 
@@ -41,6 +48,8 @@ struct Options {
   std::vector<const CollectiveTest*> collectives;
   bootstrap::Backend backend = bootstrap::Backend::kMpi;
   std::string json_path;
+  std::string plot_path;
+  bench::Chart compared;  // the --compare files' curves, read before the sweep
   bool bootstrap_only = false;
 };
 
@@ -263,6 +272,25 @@ int report_bootstrap(bootstrap::Session& session, nlohmann::json& report) {
   return 0;
 }
 
+// A directory that rank 0 cannot write to is found before the sweep, not after it.
+void check_plot_directory(const std::string& plot_path) {
+  const auto directory = std::filesystem::path(plot_path).parent_path();
+  const std::string shown = directory.empty() ? "." : directory.string();
+  if (::access(shown.c_str(), W_OK | X_OK) != 0) {
+    throw_invalid("--plot " + plot_path + ": cannot write to the directory " + shown + " (" +
+                  std::strerror(errno) + ")");
+  }
+}
+
+void write_plot(const Options& o, const nlohmann::json& report) {
+  bench::Chart chart = bench::busbw_chart_from_report(report, "this run", "");
+  chart.title = "dtrain-bench busbw, " + std::to_string(report.at("ranks").get<int>()) +
+                " ranks, " + bootstrap::backend_name(o.backend) + " backend";
+  bench::merge_chart(chart, o.compared, "--compare");
+  const std::string svg = bench::render_svg(chart);
+  trainer::write_file_atomically(o.plot_path, std::as_bytes(std::span(svg)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -312,6 +340,14 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (GPU buffers)")
       ->capture_default_str();
   app.add_option("--json", o.json_path, "also write the results as JSON to this file (rank 0)");
+  std::vector<std::string> compare_paths;
+  auto* plot = app.add_option("--plot", o.plot_path,
+                              "also draw busbw against message size as an SVG chart in this file "
+                              "(rank 0; one line per collective and in-place mode)");
+  app.add_option("--compare", compare_paths,
+                 "draw this file's curves on the same --plot axes: an earlier run's --json "
+                 "output, or nccl-tests' (or dtrain-bench's) printed output; may be repeated")
+      ->needs(plot);
   app.add_flag("--allow-mismatch", allow_mismatch,
                "only warn when ranks run different binaries or library versions");
   app.add_option("--timeout", timeout_s,
@@ -323,7 +359,8 @@ int main(int argc, char** argv) {
                  "DTRAIN_KEEP_FREED_MEMORY or 1)")
       ->check(CLI::Range(0, 1));
   app.add_flag("--bootstrap-only", o.bootstrap_only,
-               "only bootstrap and report how long it took (max over ranks)");
+               "only bootstrap and report how long it took (max over ranks)")
+      ->excludes(plot);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -358,6 +395,11 @@ int main(int argc, char** argv) {
     } else {
       throw_invalid("--backend '" + backend + "' is not known; use mpi or nccl");
     }
+    // Every rank reads them, before MPI starts, so that a wrong file ends the job at once.
+    o.compared = {"", bench::kSizeLabel, bench::kBusbwLabel, bench::TickFormat::kBytes, {}};
+    for (const auto& path : compare_paths) {
+      bench::merge_chart(o.compared, bench::load_chart_file(path), path);
+    }
     config.backend = o.backend;
     config.allow_mismatch = allow_mismatch;
     if (keep_freed_memory) config.keep_freed_memory = *keep_freed_memory == 1;
@@ -381,6 +423,7 @@ int main(int argc, char** argv) {
       throw_invalid("-r/--root " + std::to_string(o.root) + " is not a rank of this job (" +
                     std::to_string(session->size()) + " ranks)");
     }
+    if (session->rank() == 0 && !o.plot_path.empty()) check_plot_directory(o.plot_path);
     nlohmann::json report = {{"tool", "dtrain-bench"},
                              {"backend", bootstrap::backend_name(o.backend)},
                              {"ranks", session->size()},
@@ -414,6 +457,7 @@ int main(int argc, char** argv) {
       out << report.dump(2) << "\n";
       if (!out) throw Error(ErrorKind::kResource, "cannot write --json " + o.json_path);
     }
+    if (session->rank() == 0 && !o.plot_path.empty()) write_plot(o, report);
     if (wrong > 0) {
       if (session->rank() == 0) {
         std::fprintf(stderr, "dtrain: dtrain-bench: %lld elements were wrong\n",

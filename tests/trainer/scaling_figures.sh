@@ -5,7 +5,8 @@ set -euo pipefail
 
 usage() {
   cat <<EOF
-Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [-- TRAINER FLAGS...]
+Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [--plot FILE.svg]
+         [--plotter PATH] [-- TRAINER FLAGS...]
 
 Runs dtrain-trainer with srun --distributed-train --mpi=pmix on the local cluster of
 slurm/cluster.sh (source its env.sh first; spank_dtrain.so must be in its plugstack.conf):
@@ -19,6 +20,10 @@ Options:
   --trainer PATH   dtrain-trainer to run (default: \$DTRAIN_TRAINER, else <repo>/build/src/trainer/dtrain-trainer)
   --repeats N      runs per configuration (default: 3)
   --steps N        training steps per run (default: 40)
+  --plot FILE.svg  also draw the medians as a chart: samples/s against ranks, one line per sync
+                   mode, and DDP's ideal (its 1-rank median times the ranks), dashed
+  --plotter PATH   dtrain-plot to draw it with (default: \$DTRAIN_PLOT, else dtrain-plot beside
+                   the trainer's build tree, <build>/src/bench/dtrain-plot, else on PATH)
   -h, --help       print this help
 Flags after -- go to every run (default model: the trainer's, 256-1024-1024-10, batch 32 per rank).
 More ranks than cores: the runs set OMPI_MCA_mpi_yield_when_idle=1.
@@ -34,15 +39,19 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 trainer="${DTRAIN_TRAINER:-$repo_root/build/src/trainer/dtrain-trainer}"
 repeats=3
 steps=40
+plot=""
+plotter="${DTRAIN_PLOT:-}"
 extra=()
 while (($#)); do
   case "$1" in
-    --trainer | --repeats | --steps)
+    --trainer | --repeats | --steps | --plot | --plotter)
       (($# >= 2)) || fail "option $1 needs a value; see --help"
       case "$1" in
         --trainer) trainer="$2" ;;
         --repeats) repeats="$2" ;;
         --steps) steps="$2" ;;
+        --plot) plot="$2" ;;
+        --plotter) plotter="$2" ;;
       esac
       shift
       ;;
@@ -62,6 +71,17 @@ done
 [[ "$repeats" =~ ^[1-9][0-9]?$ ]] || fail "--repeats '$repeats' is not a number in 1-99"
 [[ "$steps" =~ ^[1-9][0-9]{0,5}$ ]] || fail "--steps '$steps' is not a number in 1-999999"
 [[ -x "$trainer" ]] || fail "dtrain-trainer '$trainer' is not executable; build it (ninja dtrain-trainer) or pass --trainer"
+# The chart's tools and directory are checked before the runs, not after them.
+if [[ -n "$plot" ]]; then
+  if [[ -z "$plotter" ]]; then
+    plotter="$(dirname "$trainer")/../bench/dtrain-plot"
+    [[ -x "$plotter" ]] || plotter=$(command -v dtrain-plot || true)
+  fi
+  [[ -n "$plotter" && -x "$plotter" ]] ||
+    fail "--plot needs dtrain-plot; build it (ninja dtrain-plot) or pass --plotter"
+  plot_dir=$(dirname -- "$plot")
+  [[ -d "$plot_dir" && -w "$plot_dir" ]] || fail "--plot $plot: cannot write to the directory $plot_dir"
+fi
 : "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first (slurm/cluster.sh up prints its path)}"
 export OMPI_MCA_mpi_yield_when_idle=1
 
@@ -110,9 +130,9 @@ EOF
   done
 done
 
-python3 - "$work_dir" "$repeats" "${configs[@]}" <<'EOF'
+python3 - "$work_dir" "$repeats" "${plot:+$work_dir/plot.json}" "${configs[@]}" <<'EOF'
 import json, statistics, sys
-work_dir, repeats, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+work_dir, repeats, plot_json, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 rows = {}
 for config in configs:
     name, ranks, nodes, sync = config.split()
@@ -138,4 +158,25 @@ for name, r in rows.items():
           f"{r['step_ms']:8.2f} {100 * r['comm']:5.1f}% {r['rss0'] / 1024:10.1f} {rss1}  "
           + ", ".join(f"{v:.1f}" for v in r["runs"]))
 print(f"DDP/naive throughput at 8 ranks: {rows['ddp-8']['samples'] / rows['naive-8']['samples']:.3f}")
+if plot_json:
+    # The table's medians as a dtrain-plot series file (src/bench/plot_input.hpp).
+    syncs = []
+    for r in rows.values():
+        if r["sync"] not in syncs:
+            syncs.append(r["sync"])
+    series = [{"label": sync, "group": sync,
+               "points": sorted([r["ranks"], r["samples"]] for r in rows.values() if r["sync"] == sync)}
+              for sync in syncs]
+    ddp_ranks = sorted(r["ranks"] for r in rows.values() if r["sync"] == "ddp")
+    series.append({"label": "ddp ideal (1-rank median x ranks)", "group": "ddp", "dashed": True,
+                   "points": [[n, base * n] for n in ddp_ranks]})
+    json.dump({"tool": "dtrain-plot",
+               "title": f"dtrain-trainer samples/s, model {first['model']}, batch {first['batch']} "
+                        f"per rank, medians of {repeats} run(s)",
+               "x_label": "ranks", "x_ticks": "number", "y_label": "samples/s",
+               "series": series}, open(plot_json, "w"), indent=1)
 EOF
+if [[ -n "$plot" ]]; then
+  "$plotter" -o "$plot" "$work_dir/plot.json"
+  echo "# chart: $plot"
+fi
