@@ -37,9 +37,9 @@ def compare(what, tasks, plan):
     master = (tasks[0]["DTRAIN_MASTER_ADDR"], int(tasks[0]["DTRAIN_MASTER_PORT"]))
     expect(master == (plan["master_addr"], plan["master_port"]),
            f"{what}: master {master} live, {plan['master_addr']}:{plan['master_port']} planned")
-    expect(",".join(plan["endpoints"]) == (tasks[0].get("DTRAIN_ENDPOINTS") or
-                                          tasks[0]["DTRAIN_ENDPOINTS_FILE:content"]),
-           f"{what}: the endpoint lists differ")
+    live_endpoints = tasks[0].get("DTRAIN_ENDPOINTS") or tasks[0]["DTRAIN_ENDPOINTS_FILE:content"]
+    expect(plan["endpoints"] == live_endpoints,
+           f"{what}: the endpoint lists differ: {plan['endpoints']} planned, {live_endpoints} live")
 
 
 def main(plan_tool, layout):
