@@ -1,5 +1,7 @@
-// SPANK entry points. Each one dispatches on the context and guarantees that no C++
-// exception crosses into Slurm: errors are caught, logged with "dtrain:" and returned.
+// SPANK entry points: the dispatcher. Each callback hands its context to the file named after
+// it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
+// slurmstepd_user: slurmstepd as the job's user) and guarantees that no C++ exception crosses
+// into Slurm: errors are caught, logged with "dtrain:" and returned.
 
 #include <slurm/slurm.h>
 #include "spank/spank_api.hpp"
@@ -9,10 +11,10 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
-#include "spank/binding.hpp"
-#include "spank/options.hpp"
-#include "spank/remote.hpp"
+#include "spank/slurmd_topology_cache.hpp"
+#include "spank/slurmstepd_user.hpp"
 #include "spank/spank_io.hpp"
+#include "spank/srun_options.hpp"
 #include "spank/state.hpp"
 
 extern "C" {
@@ -46,7 +48,8 @@ int guarded(const char* callback, Fn&& fn) noexcept {
 // steps then discover the topology themselves.
 int cache_topology_in_slurmd(int ac, char** av) noexcept {
   try {
-    write_topology_cache(dtrain::core::parse_plugin_args(std::vector<std::string>(av, av + (ac > 0 ? ac : 0))));
+    write_topology_cache(
+        dtrain::core::parse_plugin_args(std::vector<std::string>(av, av + (ac > 0 ? ac : 0))));
   } catch (const std::exception& e) {
     log_error(std::string("slurmd: no topology cache: ") + e.what());
   }

@@ -15,9 +15,15 @@ namespace {
 
 }  // namespace
 
-void log_error(const std::string& message) { slurm_error("dtrain: %s", message.c_str()); }
-void log_info(const std::string& message) { slurm_info("dtrain: %s", message.c_str()); }
-void log_verbose(const std::string& message) { slurm_verbose("dtrain: %s", message.c_str()); }
+void log_error(const std::string& message) {
+  slurm_error("dtrain: %s", message.c_str());
+}
+void log_info(const std::string& message) {
+  slurm_info("dtrain: %s", message.c_str());
+}
+void log_verbose(const std::string& message) {
+  slurm_verbose("dtrain: %s", message.c_str());
+}
 
 void warn_task(const std::string& message) {
   std::fprintf(stderr, "dtrain: warning: %s\n", message.c_str());

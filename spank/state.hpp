@@ -24,7 +24,7 @@ struct PluginState {
 
   // Filled by user_init on each node.
   bool active = false;
-  std::string deferred_error;  // reported by task_init, since Slurm drops user_init errors
+  std::string deferred_error;       // reported by task_init, since Slurm drops user_init errors
   std::vector<NodeTaskPlan> tasks;  // index: local task id
   std::vector<std::string> step_warnings;  // reported once per step (by global rank 0)
   std::vector<std::string> node_warnings;  // reported once per node (by local task 0)

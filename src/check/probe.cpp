@@ -12,10 +12,10 @@
 #include "bootstrap/environment.hpp"
 #include "check/analysis.hpp"
 #include "core/error.hpp"
-#include "core/netio.hpp"
+#include "core/net_io.hpp"
 #include "core/parse.hpp"
-#include "topology/affinity.hpp"
-#include "topology/load.hpp"
+#include "topology/affinity_io.hpp"
+#include "topology/load_io.hpp"
 
 extern char** environ;
 

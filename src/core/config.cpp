@@ -22,10 +22,10 @@ PortRange parse_port_range(std::string_view value) {
                   " is not a range; use ports=FIRST-LAST, e.g. ports=20000-32767");
   }
   PortRange range;
-  range.first =
-      static_cast<std::uint16_t>(parse_unsigned(value.substr(0, dash), "plugstack argument 'ports' (first port)", 1024, 65535));
-  range.last =
-      static_cast<std::uint16_t>(parse_unsigned(value.substr(dash + 1), "plugstack argument 'ports' (last port)", 1024, 65535));
+  range.first = static_cast<std::uint16_t>(parse_unsigned(
+      value.substr(0, dash), "plugstack argument 'ports' (first port)", 1024, 65535));
+  range.last = static_cast<std::uint16_t>(parse_unsigned(
+      value.substr(dash + 1), "plugstack argument 'ports' (last port)", 1024, 65535));
   if (range.last < range.first) {
     throw_invalid("plugstack argument 'ports': " + quote_for_error(value) +
                   " ends before it starts; use ports=FIRST-LAST with FIRST <= LAST");
@@ -58,8 +58,8 @@ FrameworkSet parse_frameworks(std::string_view text) {
     } else if (name == "all") {
       set = FrameworkSet{};
     } else {
-      throw_invalid("unknown framework " + quote_for_error(name) + " in " +
-                    quote_for_error(text) + "; valid values: " + std::string(kValidFrameworks));
+      throw_invalid("unknown framework " + quote_for_error(name) + " in " + quote_for_error(text) +
+                    "; valid values: " + std::string(kValidFrameworks));
     }
   }
   return set;
@@ -107,7 +107,8 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
     } else if (key == "ports") {
       config.ports = parse_port_range(value);
     } else if (key == "port_block") {
-      config.port_block = static_cast<std::uint32_t>(parse_unsigned(value, "plugstack argument 'port_block'", 2, 4096));
+      config.port_block = static_cast<std::uint32_t>(
+          parse_unsigned(value, "plugstack argument 'port_block'", 2, 4096));
     } else if (key == "address") {
       if (value == "ip") {
         config.address_mode = AddressMode::kAddress;
@@ -119,17 +120,25 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
       }
     } else if (key == "suffix") {
       require_length(value, "plugstack argument 'suffix'", 200);
-      if (value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+      if (value.find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
           std::string_view::npos) {
         throw_invalid("plugstack argument 'suffix': " + quote_for_error(value) +
                       " may hold only letters, digits, '-' and '.'");
       }
       config.host_suffix = value;
     } else if (key == "topology") {
-      config.topology = (value == "live" || value == "none") ? std::string(value)
-                                                             : require_absolute_path(key, value);
+      if (value == "live") {
+        config.topology = {};
+      } else if (value == "none") {
+        config.topology = {TopologySource::Kind::kNone, {}};
+      } else {
+        config.topology = {TopologySource::Kind::kFile, require_absolute_path(key, value)};
+      }
     } else if (key == "topology_cache") {
-      config.topology_cache = value == "none" ? std::string(value) : require_absolute_path(key, value);
+      config.topology_cache = value == "none"
+                                  ? TopologyCache{false, {}}
+                                  : TopologyCache{true, require_absolute_path(key, value)};
     } else if (key == "env_dir") {
       config.env_dir = require_absolute_path(key, value);
     } else if (key == "bind") {
@@ -137,8 +146,8 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
     } else if (key == "check_ports") {
       config.check_ports = parse_switch(key, value);
     } else {
-      throw_invalid("unknown plugstack argument '" + key + "'; valid keys: " +
-                    std::string(kPluginKeys));
+      throw_invalid("unknown plugstack argument '" + key +
+                    "'; valid keys: " + std::string(kPluginKeys));
     }
   }
   if (config.port_block > config.ports.size()) {

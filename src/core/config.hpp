@@ -33,20 +33,39 @@ struct PortRange {
   std::uint32_t size() const { return static_cast<std::uint32_t>(last) - first + 1; }
 };
 
+// topology=: where a step's node topology comes from.
+struct TopologySource {
+  enum class Kind {
+    kLive,  // discover this machine (through slurmd's cache when there is one); the default
+    kNone,  // no topology: no binding
+    kFile,  // a site capture (`lstopo --of xml`), the same file on every node
+  };
+  Kind kind = Kind::kLive;
+  std::string path;  // kFile only: absolute
+  bool operator==(const TopologySource&) const = default;
+};
+
+// topology_cache=: the root-only directory where slurmd writes the live topology once, so that
+// steps load a file instead of discovering the machine again; or none.
+struct TopologyCache {
+  bool enabled = true;
+  std::string dir = "/run/dtrain";  // enabled only: absolute
+  std::string file() const { return dir + "/topology.xml"; }
+  bool operator==(const TopologyCache&) const = default;
+};
+
 struct PluginConfig {
   bool enabled_by_default = false;  // enable=always makes the option unnecessary
   FrameworkSet frameworks;          // frameworks=: the set used when the option has no value
   PortRange ports;                  // ports=A-B: the range for derived ports
   std::uint32_t port_block = 32;    // port_block=N: ports per step slot in the derived scheme
   AddressMode address_mode = AddressMode::kAddress;  // address=ip|name
-  std::string host_suffix;          // suffix=-ib: appended to each host name before resolving
-  std::string topology;             // topology=/path.xml | live | none
-  // topology_cache=DIR | none: slurmd writes the live topology here once, as root, and steps
-  // load it instead of discovering the machine again.
-  std::string topology_cache = "/run/dtrain";
-  std::string env_dir = "/tmp";     // env_dir=: where oversized values are written, as the user
-  bool bind = true;                 // bind=on|off: GPU/NIC/CPU binding
-  bool check_ports = true;          // check_ports=on|off: warn when a needed port is in use
+  std::string host_suffix;       // suffix=-ib: appended to each host name before resolving
+  TopologySource topology;       // topology=/path.xml | live | none
+  TopologyCache topology_cache;  // topology_cache=DIR | none
+  std::string env_dir = "/tmp";  // env_dir=: where oversized values are written, as the user
+  bool bind = true;              // bind=on|off: GPU/NIC/CPU binding
+  bool check_ports = true;       // check_ports=on|off: warn when a needed port is in use
 };
 
 inline constexpr std::string_view kPluginKeys =

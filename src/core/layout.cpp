@@ -71,8 +71,8 @@ std::vector<std::uint32_t> parse_tasks_per_node(std::string_view text,
       }
       count = item.substr(0, open);
       const auto rep = item.substr(open + 2, item.size() - open - 3);
-      repeat = static_cast<std::uint32_t>(parse_unsigned(rep, "tasks per node repeat count", 1,
-                                                         kMaxNodes));
+      repeat = static_cast<std::uint32_t>(
+          parse_unsigned(rep, "tasks per node repeat count", 1, kMaxNodes));
     }
     const auto tasks =
         static_cast<std::uint32_t>(parse_unsigned(count, "tasks per node count", 1, kMaxTasks));
@@ -169,8 +169,7 @@ StepLayout derive_layout(const StepSpec& spec) {
   for (auto c : counts) total += c;
   if (total != spec.ntasks) {
     throw_invalid("tasks per node " + quote_for_error(spec.tasks_per_node) + " add up to " +
-                  std::to_string(total) + " tasks but the step has " +
-                  std::to_string(spec.ntasks));
+                  std::to_string(total) + " tasks but the step has " + std::to_string(spec.ntasks));
   }
 
   layout.node_ranks.resize(spec.nnodes);
@@ -216,23 +215,13 @@ std::string join_ranks(const std::vector<std::uint32_t>& ranks) {
   return out;
 }
 
-void check_gtids(const StepLayout& layout, std::uint32_t node, std::string_view gtids) {
-  if (node >= layout.node_count()) {
-    throw Error(ErrorKind::kMismatch, "node index " + std::to_string(node) +
-                                          " is outside the step's " +
-                                          std::to_string(layout.node_count()) + " nodes");
-  }
-  require_length(gtids, "SLURM_GTIDS");
-  std::vector<std::uint32_t> slurm;
-  for (auto item : split(gtids, ',')) {
-    slurm.push_back(static_cast<std::uint32_t>(parse_unsigned(item, "SLURM_GTIDS entry", 0,
-                                                              kMaxTasks)));
-  }
-  const auto& derived = layout.node_ranks[node];
-  if (slurm != derived) {
+void check_local_ranks(const StepLayout& layout, std::uint32_t node,
+                       const std::vector<std::uint32_t>& slurm_ranks) {
+  const auto& derived = layout.node_ranks.at(node);
+  if (slurm_ranks != derived) {
     throw Error(ErrorKind::kMismatch,
                 "layout mismatch on " + layout.hosts[node] + ": Slurm placed global ranks [" +
-                    join_ranks(slurm) + "] here (SLURM_GTIDS) but dtrain derived [" +
+                    join_ranks(slurm_ranks) + "] here (SLURM_GTIDS) but dtrain derived [" +
                     join_ranks(derived) +
                     "]; check SLURM_DISTRIBUTION, or report this step's srun options");
   }

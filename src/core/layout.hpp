@@ -26,7 +26,8 @@ Distribution parse_distribution(std::string_view text, std::string_view plane_si
 std::string to_string(const Distribution& dist);
 
 // "4,2,1(x2)" -> {4,2,1,1}. `expected_nodes` bounds the expansion before it is allocated.
-std::vector<std::uint32_t> parse_tasks_per_node(std::string_view text, std::uint32_t expected_nodes);
+std::vector<std::uint32_t> parse_tasks_per_node(std::string_view text,
+                                                std::uint32_t expected_nodes);
 
 struct StepSpec {
   std::string nodelist;        // SLURM_STEP_NODELIST, e.g. "node[1-4]"
@@ -44,8 +45,8 @@ struct RankPlacement {
 };
 
 struct StepLayout {
-  std::vector<std::string> hosts;                   // node index -> host name
-  std::vector<RankPlacement> ranks;                 // global rank -> placement
+  std::vector<std::string> hosts;                      // node index -> host name
+  std::vector<RankPlacement> ranks;                    // global rank -> placement
   std::vector<std::vector<std::uint32_t>> node_ranks;  // node -> global ranks, local-rank order
 
   std::uint32_t world_size() const { return static_cast<std::uint32_t>(ranks.size()); }
@@ -58,9 +59,11 @@ struct StepLayout {
 // Throws dtrain::Error(kInvalidInput) for any inconsistent or malformed input.
 StepLayout derive_layout(const StepSpec& spec);
 
-// Parses SLURM_GTIDS ("0,3,4") and compares it with the derived ranks of `node`.
-// Throws dtrain::Error(kMismatch) naming both lists when they differ.
-void check_gtids(const StepLayout& layout, std::uint32_t node, std::string_view gtids);
+// Compares the global ranks Slurm placed on `node` (in local-task order, `node` a node of the
+// layout) with the derived ones. Throws dtrain::Error(kMismatch) naming both lists when they
+// differ.
+void check_local_ranks(const StepLayout& layout, std::uint32_t node,
+                       const std::vector<std::uint32_t>& slurm_ranks);
 
 std::string join_ranks(const std::vector<std::uint32_t>& ranks);
 

@@ -16,7 +16,8 @@ std::string with_port(const std::string& addr, std::uint16_t port) {
 
 std::string tf_cluster_json(const StepPlan& plan) {
   nlohmann::json workers = nlohmann::json::array();
-  for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r) workers.push_back(endpoint_of(plan, r));
+  for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r)
+    workers.push_back(endpoint_of(plan, r));
   return nlohmann::json{{"worker", std::move(workers)}}.dump();
 }
 
@@ -34,11 +35,11 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
   plan.layout = derive_layout(inputs.spec);
   if (inputs.node_id >= plan.layout.node_count()) {
     throw Error(ErrorKind::kMismatch, "this node's index " + std::to_string(inputs.node_id) +
-                                          " is outside the step's " +
+                                          " (SLURM_NODEID) is outside the step's " +
                                           std::to_string(plan.layout.node_count()) + " nodes");
   }
   plan.node = inputs.node_id;
-  check_gtids(plan.layout, plan.node, inputs.local_gtids);
+  if (inputs.local_ranks) check_local_ranks(plan.layout, plan.node, *inputs.local_ranks);
 
   plan.node_addresses.reserve(plan.layout.node_count());
   for (const auto& host : plan.layout.hosts) {
@@ -50,8 +51,8 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
   for (const auto& ranks : plan.layout.node_ranks) {
     max_local = std::max(max_local, static_cast<std::uint32_t>(ranks.size()));
   }
-  plan.ports = plan_ports(config.ports, config.port_block, inputs.job_id, inputs.step_id,
-                          max_local, inputs.reserved_ports);
+  plan.ports = plan_ports(config.ports, config.port_block, inputs.job_id, inputs.step_id, max_local,
+                          inputs.reserved_ports);
   if (!plan.ports.note.empty()) plan.step_warnings.push_back(plan.ports.note);
 
   plan.master_addr = plan.node_addresses[plan.layout.ranks[0].node];

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ struct StepInputs {
   std::uint32_t step_id = 0;
   std::uint32_t node_id = 0;  // this node's index in the step (SLURM_NODEID)
   StepSpec spec;
-  std::string local_gtids;     // this node's global ranks as Slurm placed them ("0,3,4")
+  // This node's global ranks as Slurm placed them; unset offline, where there is no placement
+  // to check the layout against.
+  std::optional<std::vector<std::uint32_t>> local_ranks;
   std::string reserved_ports;  // SLURM_STEP_RESV_PORTS, empty when none
 };
 

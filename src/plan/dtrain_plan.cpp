@@ -1,22 +1,28 @@
 // dtrain-plan: prints, offline, the rank table and the exact environment each task of a
-// step would get from the plugin, using the plugin's own planning code.
+// step would get from the plugin, using the plugin's own planning code: core::plan_step,
+// topology::bind_node and core::node_environment.
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
-#include "core/netio.hpp"
+#include "core/net_io.hpp"
+#include "core/node_environment.hpp"
 #include "core/parse.hpp"
 #include "core/step_plan.hpp"
-#include "plan/plan_report.hpp"
-
 #include "plan/plan_binding.hpp"
+#include "plan/plan_report.hpp"
+#include "topology/load_io.hpp"
+#include "topology/node_binding.hpp"
 
 namespace {
 
@@ -73,6 +79,19 @@ void fill_from_slurm_env(Options& o) {
   o.step_id = number(env_first({"SLURM_STEP_ID"}), "SLURM_STEP_ID");
 }
 
+// The topology the plugin would bind with: --topology, else a topology= file from
+// --plugstack-args. A live topology is each node's own, which offline planning cannot see.
+std::optional<dtrain::topology::NodeTopology> binding_topology(
+    const Options& o, const dtrain::core::PluginConfig& config) {
+  using Kind = dtrain::core::TopologySource::Kind;
+  if (!config.bind || config.topology.kind == Kind::kNone) return std::nullopt;
+  const std::string file = !o.topology.empty()                   ? o.topology
+                           : config.topology.kind == Kind::kFile ? config.topology.path
+                                                                 : std::string();
+  if (file.empty()) return std::nullopt;
+  return dtrain::topology::load_topology(file);
+}
+
 int run(const Options& opt) {
   Options o = opt;
   if (o.from_env) fill_from_slurm_env(o);
@@ -99,27 +118,54 @@ int run(const Options& opt) {
     for (auto c : dtrain::core::parse_tasks_per_node(o.tasks_per_node, in.spec.nnodes)) sum += c;
     in.spec.ntasks = static_cast<std::uint32_t>(std::min<std::uint64_t>(sum, UINT32_MAX));
   }
-  // Offline there is no SLURM_GTIDS: check node 0 against the layout itself.
-  const auto layout = dtrain::core::derive_layout(in.spec);
-  in.local_gtids = dtrain::core::join_ranks(layout.node_ranks[0]);
-
   const auto plan = dtrain::core::plan_step(in, config, frameworks, dtrain::core::resolve_host);
 
   std::vector<std::uint32_t> env_ranks;
   if (o.env_ranks == "all") {
     for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r) env_ranks.push_back(r);
   } else if (!o.env_ranks.empty()) {
-    const auto r = dtrain::core::parse_unsigned(o.env_ranks, "--env", 0,
-                                                plan.layout.world_size() - 1);
+    const auto r =
+        dtrain::core::parse_unsigned(o.env_ranks, "--env", 0, plan.layout.world_size() - 1);
     env_ranks.push_back(static_cast<std::uint32_t>(r));
   }
 
   nlohmann::json json = dtrain::plan::rank_table_json(plan);
   dtrain::plan::print_rank_table(std::cout, plan);
   for (const auto& w : plan.step_warnings) std::cout << "# warning: " << w << "\n";
+
+  // Each task's environment exactly as the plugin exports it, node by node as the plugin
+  // assembles it; with --from-env the step's GPU variables limit the binding as they do there.
+  const auto topology = env_ranks.empty() ? std::nullopt : binding_topology(o, config);
+  dtrain::topology::StepGpuVariables gpus;
+  if (o.from_env) {
+    gpus = {env_value("SLURM_STEP_GPUS"), env_value("SLURM_JOB_GPUS"),
+            env_value("CUDA_VISIBLE_DEVICES")};
+  }
+  std::map<std::uint32_t, dtrain::core::NodeEnvironment> node_envs;
+  auto environment_of = [&](std::uint32_t rank) -> const std::vector<dtrain::core::EnvVar>& {
+    const auto& place = plan.layout.ranks[rank];
+    auto it = node_envs.find(place.node);
+    if (it == node_envs.end()) {
+      const auto local_tasks = plan.layout.local_world_size(place.node);
+      const auto binding = topology ? dtrain::topology::bind_node(*topology, local_tasks, gpus).env
+                                    : dtrain::topology::unbound_node(gpus);
+      it = node_envs
+               .emplace(place.node, dtrain::core::node_environment(
+                                        plan, place.node, binding,
+                                        [&] {
+                                          return dtrain::core::step_spill_dir(
+                                              config.env_dir, geteuid(), o.job_id, o.step_id);
+                                        }))
+               .first;
+      if (!it->second.spill_warning.empty() && node_envs.size() == 1) {
+        std::cout << "# warning: " << it->second.spill_warning << "\n";
+      }
+    }
+    return it->second.tasks[place.local_rank];
+  };
   nlohmann::json envs = nlohmann::json::object();
   for (auto r : env_ranks) {
-    const auto env = dtrain::core::rank_environment(plan, r);
+    const auto& env = environment_of(r);
     dtrain::plan::print_task_env(std::cout, r, env);
     envs[std::to_string(r)] = dtrain::plan::env_json(env);
   }
@@ -166,9 +212,12 @@ int main(int argc, char** argv) {
   app.add_option("--plugstack-args", o.plugstack_args,
                  "plugstack.conf arguments (key=value), e.g. address=name ports=30000-39999")
       ->expected(0, -1);
-  app.add_option("--env", o.env_ranks, "Print the environment of this rank, or 'all'");
+  app.add_option("--env", o.env_ranks,
+                 "Print the exact environment of this rank, or 'all' (binding included with "
+                 "--topology or a topology= file)");
   app.add_option("--topology", o.topology,
-                 "hwloc XML of the nodes: print the binding table and GPU x NIC matrix");
+                 "hwloc XML of the nodes: print the binding table and GPU x NIC matrix, and "
+                 "bind --env as the plugin would with topology=FILE");
   app.add_option("--node", o.node, "Node index whose local tasks --topology binds")
       ->capture_default_str();
   app.add_option("--json", o.json_file, "Also write the plan as JSON to FILE ('-': stdout)");
@@ -179,8 +228,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (!o.from_env && (o.nodelist.empty() || o.tasks_per_node.empty())) {
-    std::cerr << "dtrain: dtrain-plan: give --nodelist and --tasks-per-node, or --from-env inside an "
-                 "allocation (see --help)\n";
+    std::cerr
+        << "dtrain: dtrain-plan: give --nodelist and --tasks-per-node, or --from-env inside an "
+           "allocation (see --help)\n";
     return 2;
   }
   try {

@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "topology/binding.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology/render.hpp"
 
 namespace dtrain::plan {

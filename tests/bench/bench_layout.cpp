@@ -50,7 +50,7 @@ void BM_PluginNodePlan(benchmark::State& state) {
   in.step_id = 0;
   in.node_id = 0;
   in.spec = spec_for(state.range(0), "block");
-  in.local_gtids = "0,1,2,3,4,5,6,7";
+  in.local_ranks = {0, 1, 2, 3, 4, 5, 6, 7};
   dtrain::core::PluginConfig config;
   config.address_mode = dtrain::core::AddressMode::kName;
   const dtrain::core::FrameworkSet all;

@@ -100,10 +100,12 @@ int run(const std::uint8_t* data, std::size_t size) {
 
   const std::uint32_t node =
       node_field.empty() ? 0 : parse_count(node_field, "node index", kNodeCap);
-  const auto derived = dtrain::core::join_ranks(layout.node_ranks[node % spec.nnodes]);
+  const auto& derived = layout.node_ranks[node % spec.nnodes];
   // The list Slurm would give for this node must be accepted as is.
-  dtrain::core::check_gtids(layout, node % spec.nnodes, derived);
-  dtrain::core::check_gtids(layout, node, gtids_field.empty() ? derived : gtids_field);
+  dtrain::core::check_local_ranks(layout, node % spec.nnodes, derived);
+  std::vector<std::uint32_t> other(gtids_field.begin(), gtids_field.end());
+  dtrain::core::check_local_ranks(layout, node % spec.nnodes,
+                                  gtids_field.empty() ? derived : other);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 namespace {
 
 using dtrain::core::PluginConfig;
+using dtrain::core::TopologySource;
 using dtrain::fuzz::require;
 
 constexpr std::size_t kMaxArgs = 32;
@@ -38,9 +39,14 @@ void check_config(const PluginConfig& config) {
           config.env_dir);
   require(config.env_dir.find('\0') == std::string::npos, "env_dir holds NUL");
   const auto& topo = config.topology;
-  require(topo.empty() || topo == "live" || topo == "none" ||
-              (topo.front() == '/' && topo.find('\0') == std::string::npos),
-          "topology is neither a mode nor an absolute path", topo);
+  require((topo.kind == TopologySource::Kind::kFile) ==
+                  (!topo.path.empty() && topo.path.front() == '/') &&
+              topo.path.find('\0') == std::string::npos,
+          "topology is neither a mode nor an absolute path", topo.path);
+  const auto& cache = config.topology_cache;
+  require(cache.enabled == (!cache.dir.empty() && cache.dir.front() == '/') &&
+              cache.dir.find('\0') == std::string::npos,
+          "topology_cache is neither none nor an absolute path", cache.dir);
   require(
       config.host_suffix.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") == std::string::npos,

@@ -3,7 +3,7 @@
 // for several task counts and rendered as dtrain-plan prints it.
 //
 // The XML lives in a memfd reached through /proc/self/fd, so each execution reuses one
-// in-memory file and load.cpp runs unchanged. hwloc's XML reader is chosen as in production:
+// in-memory file and load_io.cpp runs unchanged. hwloc's XML reader is chosen as in production:
 // libxml2 when libhwloc-plugins is installed; HWLOC_LIBXML_IMPORT=0 selects hwloc's own.
 //
 // hwloc 2.9 itself aborts or dereferences NULL on some XML; load_topology refuses those
@@ -23,7 +23,7 @@
 #include "fuzz_support.hpp"
 #include "topology/binding.hpp"
 #include "topology/environment.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology/render.hpp"
 
 namespace {

@@ -11,6 +11,6 @@ extern "C" const char* __lsan_default_suppressions() {
       "leak:slurm_hostlist_create\n"
       // hwloc 2.9 loses the object being imported when the XML below it is invalid, e.g. an
       // <info> without value= (upstream fixed such paths later, open-mpi/hwloc#781). dtrain
-      // releases its topology through a unique_ptr (src/topology/load.cpp).
+      // releases its topology through a unique_ptr (src/topology/load_io.cpp).
       "leak:libhwloc.so\n";
 }

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "topology/binding.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology/xml_guard.hpp"
 
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "topology/affinity.hpp"
+#include "topology/affinity_io.hpp"
 
 namespace dtrain::topology {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "topology/binding.hpp"
 #include "topology/environment.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology/render.hpp"
 #include "topology_test_support.hpp"
 

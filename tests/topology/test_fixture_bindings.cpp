@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "topology/binding.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology_test_support.hpp"
 
 namespace dtrain::topology {

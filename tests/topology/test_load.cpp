@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology_test_support.hpp"
 
 namespace dtrain::topology {

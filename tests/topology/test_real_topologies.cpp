@@ -8,7 +8,7 @@
 
 #include "topology/binding.hpp"
 #include "topology/environment.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology_test_support.hpp"
 
 namespace dtrain::topology {

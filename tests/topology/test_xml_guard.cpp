@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 #include "topology_test_support.hpp"
 
 namespace dtrain::topology {

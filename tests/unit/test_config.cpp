@@ -29,8 +29,8 @@ TEST(PluginConfig, DefaultsAreSensible) {
 TEST(PluginConfig, ParsesEveryKey) {
   const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-30999",
                                     "port_block=16", "address=name", "suffix=-ib",
-                                    "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp",
-                                    "bind=off", "check_ports=no"});
+                                    "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp", "bind=off",
+                                    "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
@@ -39,7 +39,8 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_EQ(c.port_block, 16u);
   EXPECT_EQ(c.address_mode, AddressMode::kName);
   EXPECT_EQ(c.host_suffix, "-ib");
-  EXPECT_EQ(c.topology, "/etc/dtrain/dgx.xml");
+  EXPECT_EQ(c.topology, (TopologySource{TopologySource::Kind::kFile, "/etc/dtrain/dgx.xml"}));
+  EXPECT_EQ(c.topology_cache, TopologyCache{});
   EXPECT_EQ(c.env_dir, "/var/tmp");
   EXPECT_FALSE(c.bind);
   EXPECT_FALSE(c.check_ports);
@@ -61,8 +62,7 @@ TEST(PluginConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of({"=x"}).find("key=value"), std::string::npos);
   EXPECT_NE(error_of({"bind=on", "bind=off"}).find("twice"), std::string::npos);
   EXPECT_NE(error_of({"frameworks=mxnet"}).find("valid values"), std::string::npos);
-  EXPECT_NE(error_of({"ports=30000-30010", "port_block=64"}).find("port_block"),
-            std::string::npos);
+  EXPECT_NE(error_of({"ports=30000-30010", "port_block=64"}).find("port_block"), std::string::npos);
 }
 
 TEST(Frameworks, ParsesListsAndAliases) {

@@ -61,15 +61,25 @@ TEST(TasksPerNode, ExpandsRepeats) {
 }
 
 TEST(TasksPerNode, RejectsEveryBadInputClass) {
-  const std::vector<std::pair<std::string, std::uint32_t>> bad = {
-      {"", 1},        {"4,", 2},          {"(x2)", 2},           {"1(x0)", 1},
-      {"1(x)", 1},    {"1(y2)", 2},       {"1(x2", 2},           {"-1", 1},
-      {"0", 1},       {"1,1", 1},         {"1(x2)", 3},          {"99999999999999999999", 1},
-      {"1(x4294967296)", 1}, {"1(x1000000000)", 4}, {"abc", 1},  {"2 ,2", 2}};
+  const std::vector<std::pair<std::string, std::uint32_t>> bad = {{"", 1},
+                                                                  {"4,", 2},
+                                                                  {"(x2)", 2},
+                                                                  {"1(x0)", 1},
+                                                                  {"1(x)", 1},
+                                                                  {"1(y2)", 2},
+                                                                  {"1(x2", 2},
+                                                                  {"-1", 1},
+                                                                  {"0", 1},
+                                                                  {"1,1", 1},
+                                                                  {"1(x2)", 3},
+                                                                  {"99999999999999999999", 1},
+                                                                  {"1(x4294967296)", 1},
+                                                                  {"1(x1000000000)", 4},
+                                                                  {"abc", 1},
+                                                                  {"2 ,2", 2}};
   for (const auto& entry : bad) {
     const auto& text = entry.first;
-    EXPECT_EQ(kind_of([&] { parse_tasks_per_node(text, entry.second); }),
-              ErrorKind::kInvalidInput)
+    EXPECT_EQ(kind_of([&] { parse_tasks_per_node(text, entry.second); }), ErrorKind::kInvalidInput)
         << text;
   }
 }
@@ -182,11 +192,11 @@ TEST(Layout, RejectsInconsistentCounts) {
             ErrorKind::kInvalidInput);
 }
 
-TEST(Gtids, AcceptsMatchAndNamesBothListsOnMismatch) {
+TEST(LocalRanks, AcceptsMatchAndNamesBothListsOnMismatch) {
   const auto l = layout_of("node[1-3]", "3,1(x2)", "cyclic", 3, 5);
-  EXPECT_NO_THROW(check_gtids(l, 0, "0,3,4"));
+  EXPECT_NO_THROW(check_local_ranks(l, 0, {0, 3, 4}));
   try {
-    check_gtids(l, 0, "0,1,2");
+    check_local_ranks(l, 0, {0, 1, 2});
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kMismatch);
@@ -195,6 +205,5 @@ TEST(Gtids, AcceptsMatchAndNamesBothListsOnMismatch) {
     EXPECT_NE(msg.find("[0,3,4]"), std::string::npos) << msg;
     EXPECT_NE(msg.find("node1"), std::string::npos) << msg;
   }
-  EXPECT_EQ(kind_of([&] { check_gtids(l, 0, "0,x"); }), ErrorKind::kInvalidInput);
-  EXPECT_EQ(kind_of([&] { check_gtids(l, 7, "0"); }), ErrorKind::kMismatch);
+  EXPECT_EQ(kind_of([&] { check_local_ranks(l, 0, {0, 3}); }), ErrorKind::kMismatch);
 }

@@ -1,13 +1,11 @@
-#include "core/env_spill.hpp"
+#include "core/env_spill_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <map>
 
 #include "core/error.hpp"
 
@@ -38,8 +36,7 @@ void write_file(const std::string& path, const std::string& value) {
 
 std::string make_step_env_dir(const std::string& base, std::uint32_t job_id,
                               std::uint32_t step_id) {
-  const std::string dir = base + "/dtrain-" + std::to_string(geteuid()) + "-" +
-                          std::to_string(job_id) + "." + std::to_string(step_id);
+  const std::string dir = step_spill_dir(base, geteuid(), job_id, step_id);
   if (mkdir(dir.c_str(), 0700) != 0) {
     if (errno != EEXIST) fail("cannot create the step directory", dir);
     struct stat st {};
@@ -52,32 +49,8 @@ std::string make_step_env_dir(const std::string& base, std::uint32_t job_id,
   return dir;
 }
 
-std::vector<std::string> spill_oversized(std::vector<std::vector<EnvVar>>& tasks,
-                                         const std::vector<std::uint32_t>& ranks,
-                                         const std::string& dir) {
-  std::vector<std::string> spilled;
-  std::map<std::string, std::string> written;  // name -> value already in "<dir>/<name>"
-  for (std::size_t t = 0; t < tasks.size(); ++t) {
-    for (auto& var : tasks[t]) {
-      if (!exceeds_exec_limit(var)) continue;
-      std::string path = dir + "/" + var.name;
-      const auto it = written.find(var.name);
-      if (it == written.end()) {
-        write_file(path, var.value);
-        written.emplace(var.name, var.value);
-      } else if (it->second != var.value) {
-        path += '.';
-        path += std::to_string(ranks.at(t));
-        write_file(path, var.value);
-      }
-      if (std::find(spilled.begin(), spilled.end(), var.name) == spilled.end()) {
-        spilled.push_back(var.name);
-      }
-      var.name += "_FILE";
-      var.value = std::move(path);
-    }
-  }
-  return spilled;
+void write_spill_files(const std::vector<SpillFile>& files) {
+  for (const auto& file : files) write_file(file.path, file.value);
 }
 
 }  // namespace dtrain::core

@@ -1,4 +1,4 @@
-#include "core/netio.hpp"
+#include "core/net_io.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

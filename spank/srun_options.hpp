@@ -1,4 +1,7 @@
 #pragma once
+// srun, sbatch and salloc (local and allocator contexts, as the submitting user): the
+// --distributed-train option. Its callback also runs in slurmstepd, which receives the
+// option's value from srun.
 
 #include "spank/spank_api.hpp"
 

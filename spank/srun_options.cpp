@@ -1,4 +1,4 @@
-#include "spank/options.hpp"
+#include "spank/srun_options.hpp"
 
 #include <string_view>
 
@@ -32,8 +32,8 @@ char kUsage[] =
     "Export rank, world size and ordered endpoints for distributed training "
     "(FRAMEWORKS: torch,paddle,tf or all; default all) and bind GPUs, NICs and CPUs.";
 
-struct spank_option distributed_train_option = {kName, kArgInfo, kUsage, 2, 0,
-                                                on_distributed_train};
+struct spank_option distributed_train_option = {kName, kArgInfo, kUsage,
+                                                2,     0,        on_distributed_train};
 
 }  // namespace
 

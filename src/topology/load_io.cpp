@@ -1,4 +1,4 @@
-#include "topology/load.hpp"
+#include "topology/load_io.hpp"
 
 #include <fcntl.h>
 #include <hwloc.h>

@@ -1,3 +1,5 @@
+#include "spank/slurmstepd_controller.hpp"
+
 #include <slurm/slurm.h>
 
 #include <memory>
@@ -6,7 +8,6 @@
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
-#include "spank/binding.hpp"
 
 namespace dtrain::spank {
 
@@ -41,8 +42,8 @@ std::string arbitrary_hosts_from_controller(std::uint32_t job_id, std::uint32_t 
   std::string list;
   for (std::uint32_t r = 0; r < host_of_rank.size(); ++r) {
     if (!host_of_rank[r]) {
-      throw Error(ErrorKind::kMismatch, "slurmctld's layout places no node for rank " +
-                                            std::to_string(r));
+      throw Error(ErrorKind::kMismatch,
+                  "slurmctld's layout places no node for rank " + std::to_string(r));
     }
     if (r) list += ',';
     list += *host_of_rank[r];

@@ -1,4 +1,4 @@
-#include "topology/affinity.hpp"
+#include "topology/affinity_io.hpp"
 
 #include <sched.h>
 

@@ -6,7 +6,7 @@ set -u
 
 usage() {
   cat <<'USAGE'
-Usage: spank/check_hardening.sh PATH/TO/spank_dtrain.so
+Usage: tests/plugin/check_hardening.sh PATH/TO/spank_dtrain.so
 
 Checks, one line each:
   exports       only slurm_spank_*, plugin_name, plugin_type and plugin_version are exported

@@ -1,0 +1,223 @@
+#include "spank/slurmstepd_user.hpp"
+
+#include <slurm/slurm.h>
+
+#include "core/env_spill_io.hpp"
+#include "core/error.hpp"
+#include "core/net_io.hpp"
+#include "core/node_environment.hpp"
+#include "spank/slurmd_topology_cache.hpp"
+#include "spank/slurmstepd_controller.hpp"
+#include "spank/spank_io.hpp"
+#include "spank/state.hpp"
+#include "topology/affinity_io.hpp"
+#include "topology/cpu_list.hpp"
+#include "topology/load_io.hpp"
+#include "topology/node_binding.hpp"
+
+namespace dtrain::spank {
+namespace {
+
+std::string required_env(spank_t sp, const char* name) {
+  auto value = get_env(sp, name);
+  if (!value) {
+    throw Error(ErrorKind::kInvalidInput,
+                std::string(name) + " is not set in the step environment; is this a job step?");
+  }
+  return *value;
+}
+
+core::StepInputs read_step_inputs(spank_t sp) {
+  core::StepInputs in;
+  in.job_id = get_u32(sp, S_JOB_ID, "S_JOB_ID");
+  in.step_id = get_u32(sp, S_JOB_STEPID, "S_JOB_STEPID");
+  in.node_id = get_u32(sp, S_JOB_NODEID, "S_JOB_NODEID");
+  in.spec.nnodes = get_u32(sp, S_JOB_NNODES, "S_JOB_NNODES");
+  in.spec.ntasks = get_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT");
+  in.spec.nodelist = required_env(sp, "SLURM_STEP_NODELIST");
+  in.spec.tasks_per_node = required_env(sp, "SLURM_STEP_TASKS_PER_NODE");
+  in.spec.distribution = core::parse_distribution(get_env(sp, "SLURM_DISTRIBUTION").value_or(""),
+                                                  get_env(sp, "SLURM_DIST_PLANESIZE").value_or(""));
+  in.reserved_ports = get_env(sp, "SLURM_STEP_RESV_PORTS").value_or("");
+  const std::uint32_t local_tasks = get_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT");
+  auto& placed = in.local_ranks.emplace();
+  placed.reserve(local_tasks);
+  for (std::uint32_t local = 0; local < local_tasks; ++local) {
+    placed.push_back(local_to_global(sp, local));
+  }
+  if (in.spec.distribution.kind == core::DistributionKind::kArbitrary) {
+    in.spec.arbitrary_hosts = arbitrary_hosts_from_controller(in.job_id, in.step_id);
+  }
+  return in;
+}
+
+void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
+  const auto& addr = plan.node_addresses[plan.node];
+  const auto local_count = plan.layout.local_world_size(plan.node);
+  for (std::uint32_t local = 0; local < local_count; ++local) {
+    const auto port = plan.ports.endpoint_ports[local];
+    if (core::port_in_use(addr, port)) {
+      st.node_warnings.push_back(
+          "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr +
+          ") is already in use by another process; local rank " + std::to_string(local) +
+          " cannot listen on its endpoint. Fix: stop that process, or "
+          "configure reserved ports (MpiParams=ports= and srun --resv-ports)");
+    }
+  }
+  if (plan.layout.ranks[0].node == plan.node && core::port_in_use(addr, plan.ports.master)) {
+    st.node_warnings.push_back("master port " + std::to_string(plan.ports.master) + " on " +
+                               plan.layout.hosts[plan.node] +
+                               " is already in use by another process");
+  }
+}
+
+topology::StepGpuVariables step_gpu_variables(spank_t sp) {
+  return {get_env(sp, "SLURM_STEP_GPUS"), get_env(sp, "SLURM_JOB_GPUS"),
+          get_env(sp, "CUDA_VISIBLE_DEVICES")};
+}
+
+// Loads the configured topology; a broken site XML falls back to this machine's own
+// topology (CPU-only in practice) with a warning, so the step never fails for it.
+topology::NodeTopology load_for_step(const core::PluginConfig& config,
+                                     std::vector<std::string>& warnings) {
+  if (config.topology.kind == core::TopologySource::Kind::kFile) {
+    try {
+      return topology::load_topology(config.topology.path);
+    } catch (const Error& e) {
+      warnings.push_back(std::string(e.what()) +
+                         "; binding from this machine's own topology instead");
+    }
+  } else if (const auto cached = trusted_topology_cache(config.topology_cache); !cached.empty()) {
+    try {
+      return topology::load_topology(cached);
+    } catch (const Error&) {
+      // A damaged cache is only a lost shortcut: discover the machine instead.
+    }
+  }
+  return topology::load_topology("");
+}
+
+// Never fails the step: a topology problem becomes a warning and no binding.
+topology::NodeBinding bind_local_tasks(const core::PluginConfig& config, unsigned local_tasks,
+                                       const topology::StepGpuVariables& gpus) {
+  topology::NodeBinding out;
+  out.env = topology::unbound_node(gpus);
+  if (!config.bind || config.topology.kind == core::TopologySource::Kind::kNone) return out;
+  std::vector<std::string> load_warnings;
+  try {
+    out = topology::bind_node(load_for_step(config, load_warnings), local_tasks, gpus);
+  } catch (const std::exception& e) {
+    out = {topology::unbound_node(gpus), {}, {}};
+    out.warnings.push_back(std::string("no GPU/NIC/CPU binding for this step: ") + e.what());
+  }
+  out.warnings.insert(out.warnings.begin(), load_warnings.begin(), load_warnings.end());
+  return out;
+}
+
+// One warning naming the local tasks none of whose planned CPUs this step may use; empty
+// when every task can be bound.
+std::string unavailable_cpu_warning(const std::vector<topology::CpuList>& planned_cpus) {
+  const auto allowed = topology::current_affinity();
+  std::vector<unsigned> starved;
+  for (unsigned local = 0; local < planned_cpus.size(); ++local) {
+    const auto& planned = planned_cpus[local];
+    if (!planned.empty() && topology::intersect_cpus(planned, allowed).empty()) {
+      starved.push_back(local);
+    }
+  }
+  if (starved.empty()) return {};
+  return "local tasks " + topology::format_cpu_list(starved) +
+         ": none of their planned CPUs (DTRAIN_CPU_LIST) is among the CPUs this step may use (" +
+         topology::format_cpu_list(allowed) +
+         "); CPU affinity left unchanged. Does the topology XML describe this node?";
+}
+
+// Restricts the calling task to planned ∩ allowed CPUs (left as it is when that is empty).
+void apply_task_affinity(const std::vector<unsigned>& planned) {
+  if (planned.empty()) return;
+  try {
+    topology::apply_cpu_affinity(planned);
+  } catch (const std::exception& e) {
+    warn_task(std::string("CPU affinity not applied: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void plan_node(spank_t sp) {
+  PluginState& st = state();
+  const auto inputs = read_step_inputs(sp);
+  const core::FrameworkSet frameworks =
+      st.option_given ? st.option_frameworks : st.config.frameworks;
+  const auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host);
+  st.step_warnings = plan.step_warnings;
+  if (st.config.check_ports) warn_about_busy_ports(plan, st);
+
+  const auto local_tasks = static_cast<unsigned>(plan.layout.node_ranks[plan.node].size());
+  auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp));
+  // A site XML is the same file on every node, so its warnings are said once per step.
+  const bool site_topology = st.config.topology.kind == core::TopologySource::Kind::kFile;
+  auto& binding_warnings = site_topology ? st.step_warnings : st.node_warnings;
+  binding_warnings.insert(binding_warnings.end(), binding.warnings.begin(), binding.warnings.end());
+  if (auto starved = unavailable_cpu_warning(binding.cpus); !starved.empty()) {
+    binding_warnings.push_back(std::move(starved));
+  }
+
+  auto env = core::node_environment(plan, plan.node, binding.env, [&] {
+    return core::make_step_env_dir(st.config.env_dir, inputs.job_id, inputs.step_id);
+  });
+  core::write_spill_files(env.files);
+  if (!env.spill_warning.empty()) st.step_warnings.push_back(env.spill_warning);
+
+  const auto& local_ranks = plan.layout.node_ranks[plan.node];
+  st.tasks.clear();
+  for (std::size_t local = 0; local < local_ranks.size(); ++local) {
+    NodeTaskPlan task;
+    task.global_rank = local_ranks[local];
+    task.env = std::move(env.tasks[local]);
+    if (local < binding.cpus.size()) task.cpus = binding.cpus[local];
+    st.tasks.push_back(std::move(task));
+  }
+}
+
+int apply_to_task(spank_t sp) {
+  PluginState& st = state();
+  if (!st.deferred_error.empty()) {
+    log_error(st.deferred_error);
+    return -1;
+  }
+  const int local = get_int(sp, S_TASK_ID, "S_TASK_ID");
+  if (local < 0 || static_cast<std::size_t>(local) >= st.tasks.size()) {
+    log_error("no plan for local task " + std::to_string(local) + " (planned " +
+              std::to_string(st.tasks.size()) + ")");
+    return -1;
+  }
+  const NodeTaskPlan& task = st.tasks[static_cast<std::size_t>(local)];
+  const std::uint32_t global = get_u32(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID");
+  if (global != task.global_rank) {
+    log_error("layout mismatch: Slurm started global rank " + std::to_string(global) +
+              " as local task " + std::to_string(local) + " but dtrain planned rank " +
+              std::to_string(task.global_rank));
+    return -1;
+  }
+  if (global == 0) {
+    for (const auto& w : st.step_warnings) warn_task(w);
+  }
+  if (local == 0) {
+    for (const auto& w : st.node_warnings) warn_task(w);
+  }
+  for (const auto& var : task.env) {
+    if (var.keep_user_value) {
+      if (auto existing = get_env(sp, var.name.c_str())) {
+        log_verbose("keeping the user's " + var.name + "=" + *existing + " (dtrain planned " +
+                    var.value + ")");
+        continue;
+      }
+    }
+    set_env(sp, var.name, var.value);
+  }
+  apply_task_affinity(task.cpus);
+  return 0;
+}
+
+}  // namespace dtrain::spank

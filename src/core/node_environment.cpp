@@ -1,0 +1,105 @@
+#include "core/node_environment.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+
+namespace dtrain::core {
+namespace {
+
+bool has_gpu(const NodeBindingEnv& binding, std::size_t local) {
+  if (binding.tasks.empty()) return binding.visible_devices_set;
+  return local < binding.tasks.size() && binding.tasks[local].gpu_count > 0;
+}
+
+// Paddle's own launcher sets these from the devices it hands a worker.
+void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& binding,
+                             std::size_t local) {
+  if (!has_gpu(binding, local)) {
+    // On CPU Paddle's default backend ("auto") builds no global group; its launcher sets gloo
+    // for device-less workers.
+    env.push_back({"PADDLE_DISTRI_BACKEND", "gloo", true});
+    return;
+  }
+  if (binding.tasks.empty()) return;
+  // FLAGS_selected_gpus indexes the devices the task sees.
+  std::string selected;
+  for (std::size_t i = 0; i < binding.tasks[local].gpu_count; ++i) {
+    if (i != 0) selected += ',';
+    selected += std::to_string(i);
+  }
+  env.push_back({"FLAGS_selected_gpus", selected, true});
+}
+
+void spill_oversized(NodeEnvironment& out, const std::vector<std::uint32_t>& ranks,
+                     const std::function<std::string()>& spill_dir) {
+  std::string dir;
+  std::vector<std::string> spilled;
+  std::map<std::string, std::string> written;  // name -> value already in "<dir>/<name>"
+  for (std::size_t t = 0; t < out.tasks.size(); ++t) {
+    for (auto& var : out.tasks[t]) {
+      if (!exceeds_exec_limit(var)) continue;
+      if (dir.empty()) dir = spill_dir();
+      std::string path = dir + "/" + var.name;
+      const auto it = written.find(var.name);
+      if (it == written.end()) {
+        out.files.push_back({path, var.value});
+        written.emplace(var.name, var.value);
+      } else if (it->second != var.value) {
+        path += '.';
+        path += std::to_string(ranks.at(t));
+        out.files.push_back({path, var.value});
+      }
+      if (std::find(spilled.begin(), spilled.end(), var.name) == spilled.end()) {
+        spilled.push_back(var.name);
+      }
+      var.name += "_FILE";
+      var.value = std::move(path);
+    }
+  }
+  if (spilled.empty()) return;
+  std::string list;
+  for (const auto& name : spilled) {
+    if (!list.empty()) list += ", ";
+    list += name;
+  }
+  out.spill_warning = list + " exceed Linux's " + std::to_string(kMaxEnvStringBytes) +
+                      "-byte limit for one environment string; exported NAME_FILE=path instead "
+                      "(files in " +
+                      dir + "/ on each node)";
+}
+
+}  // namespace
+
+std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
+                           std::uint32_t step_id) {
+  return base + "/dtrain-" + std::to_string(uid) + "-" + std::to_string(job_id) + "." +
+         std::to_string(step_id);
+}
+
+NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
+                                 const NodeBindingEnv& binding,
+                                 const std::function<std::string()>& spill_dir) {
+  if (node >= plan.layout.node_count()) {
+    throw Error(ErrorKind::kInvalidInput, "node " + std::to_string(node) +
+                                              " is outside the step's " +
+                                              std::to_string(plan.layout.node_count()) + " nodes");
+  }
+  const auto& ranks = plan.layout.node_ranks[node];
+  NodeEnvironment out;
+  out.tasks.reserve(ranks.size());
+  for (std::size_t local = 0; local < ranks.size(); ++local) {
+    auto env = rank_environment(plan, ranks[local]);
+    if (local < binding.tasks.size()) {
+      const auto& bound = binding.tasks[local].env;
+      env.insert(env.end(), bound.begin(), bound.end());
+    }
+    if (plan.frameworks.paddle) add_paddle_device_rules(env, binding, local);
+    out.tasks.push_back(std::move(env));
+  }
+  spill_oversized(out, ranks, spill_dir);
+  return out;
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,52 @@
+#pragma once
+// The exact environment of every task of one node, assembled in one place: the rank-level
+// names, the binding, the framework rules that depend on the binding, and which values go to
+// files because execve would refuse them. The plugin exports exactly this and dtrain-plan
+// prints exactly this. Pure: the one side effect, creating the files' directory, is the
+// caller's callback.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/step_plan.hpp"
+
+namespace dtrain::core {
+
+// One local task's binding as the plugin applies it.
+struct TaskBindingEnv {
+  std::vector<EnvVar> env;  // CUDA_VISIBLE_DEVICES, NCCL_IB_HCA, OMP_NUM_THREADS, ...
+  std::size_t gpu_count = 0;
+};
+
+struct NodeBindingEnv {
+  std::vector<TaskBindingEnv> tasks;  // index: local rank; empty when nothing was bound
+  // Without a binding a task is taken to have a GPU when Slurm or the user set
+  // CUDA_VISIBLE_DEVICES.
+  bool visible_devices_set = false;
+};
+
+struct SpillFile {
+  std::string path;
+  std::string value;
+};
+
+struct NodeEnvironment {
+  std::vector<std::vector<EnvVar>> tasks;  // index: local rank
+  std::vector<SpillFile> files;            // written as the user before any task starts
+  std::string spill_warning;               // said once per step when anything was spilled
+};
+
+// "<base>/dtrain-<uid>-<job>.<step>": where a step's spilled values go on every node.
+std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
+                           std::uint32_t step_id);
+
+// `spill_dir` is called once, and only when some value is too long for execve; it returns the
+// directory its files go to (the plugin creates it there). A value shared by several tasks is
+// written once; one that differs per task gets ".<rank>" appended.
+NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
+                                 const NodeBindingEnv& binding,
+                                 const std::function<std::string()>& spill_dir);
+
+}  // namespace dtrain::core

@@ -1,0 +1,37 @@
+#pragma once
+// From a node's topology and the step's GPU variables to what each local task is bound to:
+// its binding variables (as core::TaskBindingEnv, ready for core::node_environment) and its
+// CPUs. The plugin (in slurmstepd) and dtrain-plan both bind through here. Pure.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/node_environment.hpp"
+#include "topology/cpu_list.hpp"
+#include "topology/node_topology.hpp"
+
+namespace dtrain::topology {
+
+// The step environment's GPU variables, as Slurm (gres) or the user left them.
+struct StepGpuVariables {
+  std::optional<std::string> step_gpus;             // SLURM_STEP_GPUS
+  std::optional<std::string> job_gpus;              // SLURM_JOB_GPUS
+  std::optional<std::string> cuda_visible_devices;  // CUDA_VISIBLE_DEVICES
+};
+
+struct NodeBinding {
+  core::NodeBindingEnv env;
+  std::vector<CpuList> cpus;  // index: local rank; the plan, which may name CPUs not here
+  std::vector<std::string> warnings;
+};
+
+// Throws dtrain::Error when the GPUs Slurm allowed are not in `topology` or the request is
+// inconsistent; a CUDA_VISIBLE_DEVICES that names no GPU by index is a warning instead.
+NodeBinding bind_node(const NodeTopology& topology, unsigned local_tasks,
+                      const StepGpuVariables& gpus);
+
+// No binding at all (bind=off, topology=none, or a topology that could not be read).
+core::NodeBindingEnv unbound_node(const StepGpuVariables& gpus);
+
+}  // namespace dtrain::topology
