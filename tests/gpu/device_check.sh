@@ -629,7 +629,11 @@ run_check() {
   build_started=$SECONDS
   # The carried MPI's mpirun for the tests that launch several ranks; its libmpi is found
   # through the binaries' run path.
-  [[ -z $reuse_build && -d $carry/openmpi/bin ]] && export PATH="$carry/openmpi/bin:$PATH"
+  if [[ -z $reuse_build && -d $carry/openmpi/bin ]]; then
+    export PATH="$carry/openmpi/bin:$PATH"
+    # In case the copy to the device machine dropped the programs' mode bits.
+    chmod u+x "$carry"/openmpi/bin/* 2>/dev/null || true
+  fi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
   local device_stages=(ctest-gpu bench trainer-cuda baseline) stage
