@@ -1,5 +1,6 @@
 # Site deployment: install rules for the plugstack.conf drop-in, the man pages, the sbatch
-# templates and the site snippets, and the Debian package (`cpack -G DEB` in the build tree).
+# templates and the site snippets, and the packages: `cpack -G DEB` and `cpack -G RPM` in the
+# build tree (slurm/packaging/dtrain.spec builds the RPM from a source tarball instead).
 # Included at the end of the top-level CMakeLists.txt, after every install() of the targets.
 include_guard(GLOBAL)
 
@@ -8,7 +9,9 @@ set(DTRAIN_PLUGSTACK_DROPIN_DIR /etc/slurm/plugstack.conf.d CACHE PATH
 set(DTRAIN_DEB_SLURM_PACKAGE slurmd CACHE STRING
   "Debian package whose exact version the dtrain package depends on")
 set(DTRAIN_DEB_MAINTAINER "dtrain developers <root@localhost>" CACHE STRING
-  "Maintainer field of the Debian package")
+  "Maintainer field of the Debian package (and packager of the RPM's changelog entry)")
+# The repository states no licence; set this before a package leaves the site.
+set(DTRAIN_PACKAGE_LICENSE "Unspecified" CACHE STRING "License field of the RPM")
 
 # The package always installs under /usr, whatever CMAKE_INSTALL_PREFIX a developer build uses.
 set(DTRAIN_PACKAGE_PREFIX /usr)
@@ -52,11 +55,13 @@ endif()
 set(_dtrain_site_dir ${PROJECT_SOURCE_DIR}/slurm/site)
 # The repository's drop-in names Debian's amd64 plugin path; the installed one names the path
 # this package really uses.
-file(READ ${_dtrain_site_dir}/dtrain.conf _dtrain_dropin)
-string(REPLACE "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_dtrain.so"
-  "${DTRAIN_PACKAGED_PLUGIN_DIR}/spank_dtrain.so" _dtrain_dropin "${_dtrain_dropin}")
-file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/dtrain.conf CONTENT "${_dtrain_dropin}"
-  @ONLY)
+function(dtrain_render_dropin output plugin_dir)
+  file(READ ${_dtrain_site_dir}/dtrain.conf dropin)
+  string(REPLACE "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_dtrain.so"
+    "${plugin_dir}/spank_dtrain.so" dropin "${dropin}")
+  file(CONFIGURE OUTPUT ${output} CONTENT "${dropin}" @ONLY)
+endfunction()
+dtrain_render_dropin(${PROJECT_BINARY_DIR}/packaging/dtrain.conf "${DTRAIN_PACKAGED_PLUGIN_DIR}")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_dtrain_site_dir}/dtrain.conf)
 install(FILES ${PROJECT_BINARY_DIR}/packaging/dtrain.conf
   DESTINATION ${DTRAIN_PLUGSTACK_DROPIN_DIR})
@@ -85,27 +90,33 @@ install(FILES ${_dtrain_site_dir}/slurm.conf.reserved-ports ${_dtrain_site_dir}/
               ${_dtrain_site_dir}/mpi.conf.pmix-fence ${_dtrain_site_dir}/topology.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/site)
 
+# --- Slurm release -------------------------------------------------------------------------
+# A SPANK plugin only loads into the Slurm release it was built against: Slurm's plugin loader
+# refuses a spank plugin whose plugin_version (SLURM_VERSION_NUMBER at build time) differs in
+# major or minor release, and the structures the plugin reads change between releases. Both
+# packages therefore depend on exactly the release of the headers found now.
+string(REPLACE "." ";" _dtrain_v "${DTRAIN_SLURM_VERSION}")
+list(GET _dtrain_v 0 _dtrain_major)
+list(GET _dtrain_v 1 _dtrain_minor)
+list(GET _dtrain_v 2 _dtrain_micro)
+# Slurm writes the minor version with two digits (22.05), slurm_version.h as a number.
+string(LENGTH "${_dtrain_minor}" _dtrain_len)
+if(_dtrain_len EQUAL 1)
+  set(_dtrain_minor "0${_dtrain_minor}")
+endif()
+set(DTRAIN_SLURM_RELEASE "${_dtrain_major}.${_dtrain_minor}.${_dtrain_micro}")
+
 # --- Debian package -----------------------------------------------------------------------
-# A SPANK plugin only loads into the Slurm release it was built against, so the package pins
-# the exact Debian version of Slurm found now. Without a Debian Slurm (built from source), pin
-# the upstream release of slurm_version.h: any packaging revision of exactly that release.
+# The Debian package pins the exact Debian version of Slurm found now. Without a Debian Slurm
+# (built from source), it pins the upstream release: any packaging revision of exactly it.
 execute_process(COMMAND dpkg-query -W -f=\${Version} ${DTRAIN_DEB_SLURM_PACKAGE}
   OUTPUT_VARIABLE _dtrain_slurm_deb_version ERROR_QUIET RESULT_VARIABLE _dtrain_dpkg_rc)
 if(_dtrain_dpkg_rc EQUAL 0 AND _dtrain_slurm_deb_version)
   set(DTRAIN_SLURM_DEPENDENCY "${DTRAIN_DEB_SLURM_PACKAGE} (= ${_dtrain_slurm_deb_version})")
 else()
-  string(REPLACE "." ";" _dtrain_v "${DTRAIN_SLURM_VERSION}")
-  list(GET _dtrain_v 0 _dtrain_major)
-  list(GET _dtrain_v 1 _dtrain_minor)
-  list(GET _dtrain_v 2 _dtrain_micro)
-  # Slurm writes the minor version with two digits (22.05), slurm_version.h as a number.
-  string(LENGTH "${_dtrain_minor}" _dtrain_len)
-  if(_dtrain_len EQUAL 1)
-    set(_dtrain_minor "0${_dtrain_minor}")
-  endif()
   math(EXPR _dtrain_next_micro "${_dtrain_micro} + 1")
   set(DTRAIN_SLURM_DEPENDENCY
-    "${DTRAIN_DEB_SLURM_PACKAGE} (>= ${_dtrain_major}.${_dtrain_minor}.${_dtrain_micro}), ${DTRAIN_DEB_SLURM_PACKAGE} (<< ${_dtrain_major}.${_dtrain_minor}.${_dtrain_next_micro})")
+    "${DTRAIN_DEB_SLURM_PACKAGE} (>= ${DTRAIN_SLURM_RELEASE}), ${DTRAIN_DEB_SLURM_PACKAGE} (<< ${_dtrain_major}.${_dtrain_minor}.${_dtrain_next_micro})")
 endif()
 message(STATUS "dtrain: the Debian package will depend on ${DTRAIN_SLURM_DEPENDENCY}")
 
@@ -113,12 +124,112 @@ message(STATUS "dtrain: the Debian package will depend on ${DTRAIN_SLURM_DEPENDE
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/conffiles
   CONTENT "${DTRAIN_PLUGSTACK_DROPIN_DIR}/dtrain.conf\n")
 # cpack reads this file when it starts, so a package with the plugin in the wrong place is
-# refused before it is built.
+# refused before it is built. The RPM's plugin directory is DTRAIN_RPM_PLUGIN_DIR, not this
+# machine's (see below).
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/CPackProjectConfig.cmake CONTENT
 "if(CPACK_GENERATOR STREQUAL \"DEB\" AND NOT \"@DTRAIN_PACKAGE_PLUGIN_PROBLEM@\" STREQUAL \"\")
   message(FATAL_ERROR \"dtrain: @DTRAIN_PACKAGE_PLUGIN_PROBLEM@\")
 endif()
 " @ONLY)
+
+# --- RPM package (RHEL, Rocky, Alma) ------------------------------------------------------
+# `cpack -G RPM` holds the same files as the DEB, but RHEL's Slurm loads plugins from
+# /usr/lib64/slurm. The install rules put the plugin where the Slurm of the build machine loads
+# it (on Debian, slurm-wlm/), so one build tree makes both packages: after cpack has installed
+# the files into its staging tree, the RPM's pre-build script moves the plugin to
+# DTRAIN_RPM_PLUGIN_DIR and puts in the drop-in that names it there. (Install destinations
+# cannot depend on the generator: cpack runs the install rules without its own variables.)
+# slurm/packaging/dtrain.spec is the other way: a build on the RHEL machine itself.
+if(_dtrain_slurm_plugin_dir MATCHES "/slurm$")
+  set(_dtrain_rpm_plugin_default "${_dtrain_slurm_plugin_dir}")  # an RPM-installed Slurm here
+else()
+  set(_dtrain_rpm_plugin_default /usr/lib64/slurm)
+endif()
+set(DTRAIN_RPM_PLUGIN_DIR "${_dtrain_rpm_plugin_default}" CACHE PATH
+  "Slurm's PluginDir on the RHEL-family nodes the RPM is for (SchedMD's and EPEL's slurm: /usr/lib64/slurm)")
+set(DTRAIN_RPM_SLURM_PACKAGE slurm CACHE STRING
+  "RPM package whose exact version the dtrain RPM requires (SchedMD's and EPEL's: slurm)")
+if(NOT IS_ABSOLUTE "${DTRAIN_RPM_PLUGIN_DIR}")
+  message(FATAL_ERROR "dtrain: DTRAIN_RPM_PLUGIN_DIR=${DTRAIN_RPM_PLUGIN_DIR} must be an absolute "
+                      "path, Slurm's PluginDir on the target nodes, e.g. /usr/lib64/slurm")
+endif()
+# An RPM-installed Slurm of another release than the headers means a mixed installation.
+find_program(DTRAIN_RPM_QUERY rpm DOC "rpm, to read the version of an RPM-installed Slurm")
+if(DTRAIN_RPM_QUERY)
+  execute_process(COMMAND ${DTRAIN_RPM_QUERY} -q --qf %{VERSION} ${DTRAIN_RPM_SLURM_PACKAGE}
+    OUTPUT_VARIABLE _dtrain_slurm_rpm_version ERROR_QUIET RESULT_VARIABLE _dtrain_rpm_rc)
+  if(_dtrain_rpm_rc EQUAL 0 AND NOT _dtrain_slurm_rpm_version STREQUAL DTRAIN_SLURM_RELEASE)
+    message(WARNING "dtrain: the ${DTRAIN_RPM_SLURM_PACKAGE} RPM here is ${_dtrain_slurm_rpm_version}, "
+                    "but the headers in ${SLURM_INCLUDE_DIR} are Slurm ${DTRAIN_SLURM_RELEASE}; "
+                    "the RPM will require ${DTRAIN_SLURM_RELEASE}. Build against the installed "
+                    "slurm-devel (-DSLURM_INCLUDE_DIR, -DSLURM_LIBRARY).")
+  endif()
+endif()
+set(DTRAIN_RPM_SLURM_DEPENDENCY "${DTRAIN_RPM_SLURM_PACKAGE} = ${DTRAIN_SLURM_RELEASE}")
+message(STATUS "dtrain: the RPM will require ${DTRAIN_RPM_SLURM_DEPENDENCY} and put the plugin "
+               "into ${DTRAIN_RPM_PLUGIN_DIR}")
+
+dtrain_render_dropin(${PROJECT_BINARY_DIR}/packaging/rpm/dtrain.conf "${DTRAIN_RPM_PLUGIN_DIR}")
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/rpm/pre_build.cmake CONTENT
+[=[# Runs inside cpack after the files are installed into its staging tree, before the package is
+# made (CPACK_PRE_BUILD_SCRIPTS); acts for the RPM only.
+if(NOT CPACK_GENERATOR STREQUAL "RPM")
+  return()
+endif()
+set(root "${CPACK_TEMPORARY_INSTALL_DIRECTORY}")
+set(installed "@DTRAIN_PACKAGED_PLUGIN_DIR@/spank_dtrain.so")
+set(wanted "@DTRAIN_RPM_PLUGIN_DIR@/spank_dtrain.so")
+if(NOT installed STREQUAL wanted)
+  if(NOT EXISTS "${root}${installed}")
+    message(FATAL_ERROR "dtrain: ${installed} is not in cpack's staging tree ${root}")
+  endif()
+  file(MAKE_DIRECTORY "${root}@DTRAIN_RPM_PLUGIN_DIR@")
+  file(RENAME "${root}${installed}" "${root}${wanted}")
+  # The Debian plugin directory and its parents, as far as the move emptied them.
+  get_filename_component(dir "${installed}" DIRECTORY)
+  while(NOT dir STREQUAL "/" AND IS_DIRECTORY "${root}${dir}")
+    file(GLOB left LIST_DIRECTORIES true "${root}${dir}/*")
+    if(left)
+      break()
+    endif()
+    file(REMOVE_RECURSE "${root}${dir}")
+    get_filename_component(dir "${dir}" DIRECTORY)
+  endwhile()
+endif()
+file(COPY_FILE "@PROJECT_BINARY_DIR@/packaging/rpm/dtrain.conf"
+  "${root}@DTRAIN_PLUGSTACK_DROPIN_DIR@/dtrain.conf")
+# cpack marks every file installed to an absolute path %config; of those, only the drop-in is
+# (CPACK_RPM_USER_FILELIST), not the plugin.
+list(FILTER CPACK_ABSOLUTE_DESTINATION_FILES EXCLUDE REGEX "/spank_dtrain\.so$")
+]=] @ONLY)
+
+# The directories the package shares with Slurm and the system stay theirs (rpm -qf names one
+# owner): the RPM owns only its own, and the drop-in directory, which SchedMD's slurm.spec
+# does not create.
+function(dtrain_with_parents out)
+  set(dirs "")
+  foreach(dir IN LISTS ARGN)
+    while(NOT dir STREQUAL "/" AND NOT dir STREQUAL "")
+      list(APPEND dirs "${dir}")
+      get_filename_component(dir "${dir}" DIRECTORY)
+    endwhile()
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  set(${out} "${dirs}" PARENT_SCOPE)
+endfunction()
+get_filename_component(_dtrain_dropin_parent "${DTRAIN_PLUGSTACK_DROPIN_DIR}" DIRECTORY)
+dtrain_packaged_path(_dtrain_rpm_libdir "${CMAKE_INSTALL_LIBDIR}")
+dtrain_packaged_path(_dtrain_rpm_mandir "${CMAKE_INSTALL_MANDIR}")
+dtrain_packaged_path(_dtrain_rpm_bindir "${CMAKE_INSTALL_BINDIR}")
+dtrain_with_parents(_dtrain_rpm_shared_dirs "${_dtrain_dropin_parent}" "${DTRAIN_RPM_PLUGIN_DIR}"
+  "${_dtrain_rpm_libdir}" "${_dtrain_rpm_mandir}/man1" "${_dtrain_rpm_mandir}/man8"
+  "${_dtrain_rpm_bindir}")
+
+string(TIMESTAMP _dtrain_changelog_date "%a %b %d %Y" UTC)
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/rpm/changelog CONTENT
+"* ${_dtrain_changelog_date} ${DTRAIN_DEB_MAINTAINER} - ${PROJECT_VERSION}-1
+- dtrain ${PROJECT_VERSION} for Slurm ${DTRAIN_SLURM_RELEASE}
+")
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME dtrain)
@@ -149,4 +260,21 @@ get_target_property(_dtrain_bootstrap_dir dtrain_bootstrap BINARY_DIR)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${_dtrain_bootstrap_dir})
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_BINARY_DIR}/packaging/conffiles)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# The release names the Slurm release, as a file name and in `rpm -q`: dtrain-0.1.0-1.slurm25.11.7.
+set(CPACK_RPM_PACKAGE_RELEASE "1.slurm${DTRAIN_SLURM_RELEASE}")
+set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
+set(CPACK_RPM_PACKAGE_LICENSE "${DTRAIN_PACKAGE_LICENSE}")
+set(CPACK_RPM_PACKAGE_GROUP "System Environment/Base")
+set(CPACK_RPM_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
+set(CPACK_RPM_PACKAGE_REQUIRES "${DTRAIN_RPM_SLURM_DEPENDENCY}")
+set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
+set(CPACK_RPM_USER_FILELIST "%config(noreplace) ${DTRAIN_PLUGSTACK_DROPIN_DIR}/dtrain.conf")
+set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION ${_dtrain_rpm_shared_dirs})
+set(CPACK_RPM_CHANGELOG_FILE ${PROJECT_BINARY_DIR}/packaging/rpm/changelog)
+# cpack has stripped the programs and compressed the man pages already; rpmbuild's own pass
+# (strip, compress, build-id links under /usr/lib/.build-id) would make the RPM's files differ
+# from the DEB's.
+set(CPACK_RPM_SPEC_INSTALL_POST /bin/true)
+set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_BINARY_DIR}/packaging/rpm/pre_build.cmake)
 include(CPack)
