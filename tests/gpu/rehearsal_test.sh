@@ -2,7 +2,8 @@
 # gpu_device_check_rehearsal: device_check.sh on a machine without a GPU, reusing the ctest
 # build tree's GPU targets. It must pass the toolchain and build stages, find no device, skip
 # every stage that needs one with that reason, write its results and exit 3; bad usage exits 2
-# and a missing carry fails the toolchain stage. Exits 77 (skipped) where a GPU is visible or
+# and a missing carry fails the toolchain stage. Then the standalone tree the device builds must
+# still configure from dtrain's CMake lists (--configure-only, nothing built). Exits 77 (skipped) where a GPU is visible or
 # the tree was built without NCCL: there is nothing to rehearse.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help || $# -ne 3 ]]; then
@@ -65,6 +66,21 @@ env -u OUT "$check" run --carry "$work/no-carry" --build-dir "$work/no-build" --
 expect_line "$work/no-carry.log" '^dtrain: device-check: toolchain: FAIL \(.*no-carry/include/CLI/CLI.hpp missing \(run tests/gpu/device_check.sh prepare'
 expect_line "$work/no-carry.log" '^dtrain: device-check: build: SKIPPED '
 [[ ! -e $work/no-build ]] || fail "the build stage ran although the toolchain stage failed"
+
+# The device's own route, up to its configure: the standalone tree from dtrain's CMake lists and
+# the carried headers (Debian's MPI standing in for the carried wheel, which needs PyPI).
+mpi_library=$(sed -n 's/^MPI_mpi_LIBRARY:FILEPATH=//p' "$tree/CMakeCache.txt")
+mpi_home=$(dirname "$(dirname "$mpi_library")")
+"$check" prepare --carry "$work/carry" --no-mpi >"$work/prepare.log" 2>&1 || fail "prepare --no-mpi failed: $(cat "$work/prepare.log")"
+status=0
+env -u OUT "$check" run --carry "$work/carry" --mpi-home "$mpi_home" --build-dir "$work/standalone" \
+  --out "$work/out3" --configure-only >"$work/configure.log" 2>&1 || status=$?
+cat "$work/configure.log"
+[[ $status -eq 0 ]] || fail "--configure-only exited $status, expected 0; see $work/out3/build.log"
+expect_line "$work/configure.log" '^dtrain: device-check: build: PASS \(tests/gpu/standalone configured in '
+expect_line "$work/configure.log" '^dtrain: device-check: device: SKIPPED \(--configure-only\)$'
+[[ -f $work/standalone/CMakeCache.txt && ! -e $work/standalone/bench/dtrain-bench ]] ||
+  fail "--configure-only should configure $work/standalone and build nothing"
 
 if ((problems > 0)); then
   echo "dtrain: rehearsal: $problems problem(s)" >&2
