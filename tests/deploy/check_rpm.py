@@ -14,8 +14,8 @@ Checks, against the Debian package cpack makes from the same build tree:
   - the RPM requires exactly `slurm = R` (and at most the soname of the build's libslurm, for
     the tools that link it), its plugin links no libslurm, and it owns none of Slurm's or the
     system's directories;
-  - it has no scriptlets or triggers: installing it edits no Slurm configuration and restarts
-    no daemon.
+  - it is not relocatable, and has no scriptlets or triggers: installing it edits no Slurm
+    configuration and restarts no daemon.
 And SPEC (slurm/packaging/dtrain.spec), which cannot be built here (its build dependencies are
 RHEL packages): its version is V, it requires slurm = R and builds against slurm-devel = R, it
 refuses to parse without a slurm-devel, its %files cover exactly the files the RPM holds, and
@@ -188,6 +188,8 @@ def check_package(build_dir, args, out_dir):
                        if line.startswith(plugin + "\t")]
     expect(len(plugin_requires) == 1 and "libslurm" not in plugin_requires[0],
            f"the plugin's requirements: {plugin_requires}; it must not link libslurm")
+    prefixes = run(["rpm", "-qp", "--qf", "%{PREFIXES}", rpm]).stdout.strip()
+    expect(prefixes == "(none)", f"the RPM is relocatable (prefixes {prefixes}); the drop-in names a fixed plugin path")
     scripts = run(["rpm", "-qp", "--scripts", "--triggers", rpm]).stdout.strip()
     expect(scripts == "", f"the RPM runs scriptlets or triggers:\n{scripts}")
     return rpm, rpm_seconds, rpm_files, plugin, len(dirs)
