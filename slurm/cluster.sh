@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real four-node Slurm cluster on one machine, for dtrain's cluster tests and demos.
 #
-# slurmctld and four slurmd (node1..node4) run from Debian's Slurm packages. Each daemon lives in
+# slurmctld and four slurmd (node1..node4) run from Debian's Slurm packages, or from another Slurm
+# installation with --slurm PREFIX (a current release, built by tests/slurm25). Each daemon lives in
 # its own mount and UTS namespace with its own hostname, /tmp and /dev/shm, as on real nodes;
 # without that, PMIx directories and Open MPI shared-memory segments of different "nodes" collide.
 # Every node gets its own loopback address (nodeN = 127.0.1.N) through a bind-mounted hosts file.
@@ -51,10 +52,15 @@ Options:
   --resv-ports A-B     set MpiParams=ports=A-B (Slurm reserved ports); default: not set
   --no-resv-ports      remove a previously set --resv-ports
   --valgrind-stepd NODE  run every slurmstepd of NODE under valgrind memcheck: a wrapper is
-                       bind-mounted over /usr/sbin/slurmstepd in that node's mount namespace
+                       bind-mounted over /usr/sbin/slurmstepd (PREFIX/sbin/slurmstepd
+                       with --slurm) in that node's mount namespace
                        only; logs go to DIR/valgrind/<pid>.log (delete them between runs)
   --valgrind-suppressions FILE  suppression file for --valgrind-stepd (default: none)
   --no-valgrind-stepd  remove a previously set --valgrind-stepd
+  --slurm PREFIX       run the Slurm installed in PREFIX (PREFIX/sbin/slurmctld, its slurmd,
+                       slurmstepd and plugins; 24.05 or later) instead of Debian's; env.sh then
+                       puts PREFIX/bin first in PATH, so clients use its srun and sbatch
+  --no-slurm           go back to Debian's Slurm after an earlier --slurm
   --timeout SECONDS    how long up waits for idle nodes (default: 60)
   -h, --help           print this help
 
@@ -82,6 +88,8 @@ opt_no_resv_ports=0
 opt_valgrind_node=""
 opt_valgrind_suppressions=""
 opt_no_valgrind=0
+opt_slurm_prefix=""
+opt_no_slurm=0
 node_argument=""
 wait_timeout=60
 
@@ -107,7 +115,7 @@ parse_args() {
           shift
         fi
         ;;
-      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions)
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm)
         (($# >= 2)) || die "option $1 needs a value; see --help"
         case "$1" in
           --state-dir) state_dir="$2" ;;
@@ -117,11 +125,13 @@ parse_args() {
           --timeout) wait_timeout="$2" ;;
           --valgrind-stepd) opt_valgrind_node="$2" ;;
           --valgrind-suppressions) opt_valgrind_suppressions="$2" ;;
+          --slurm) opt_slurm_prefix="$2" ;;
         esac
         shift
         ;;
       --no-resv-ports) opt_no_resv_ports=1 ;;
       --no-valgrind-stepd) opt_no_valgrind=1 ;;
+      --no-slurm) opt_no_slurm=1 ;;
       -h | --help)
         usage
         exit 0
@@ -156,6 +166,7 @@ setup_paths() {
   fi
   conf="$state_dir/slurm.conf"
   mpi_conf="$state_dir/mpi.conf"
+  cgroup_conf="$state_dir/cgroup.conf"
   hosts_file="$state_dir/hosts"
   env_file="$state_dir/env.sh"
   options_file="$state_dir/cluster.options"
@@ -175,13 +186,58 @@ lock_state_dir() {
 require_environment() {
   ((EUID == 0)) || die "cluster.sh must run as root (slurmd needs namespaces and mounts); rerun with sudo"
   local tool
+  if [[ -n "$slurm_prefix" ]]; then
+    for tool in sbin/slurmctld sbin/slurmd sbin/slurmstepd bin/srun bin/sinfo bin/scontrol; do
+      [[ -x "$slurm_prefix/$tool" ]] || die "--slurm '$slurm_prefix': $slurm_prefix/$tool not found; build Slurm into that prefix (tests/slurm25/build_slurm.sh) or pass --no-slurm"
+    done
+  fi
   for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare nsenter setsid flock ss; do
     command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2"
   done
 }
 
+# Which Slurm runs: Debian's (empty prefix) or the one of --slurm PREFIX, remembered like the
+# other options. Resolved before anything else, because every command (status's sinfo, up's wait)
+# must talk to the cluster with its own version's tools: Slurm speaks only the protocols of its
+# own and the two previous releases. PATH then names that installation's tools first, and the
+# daemons inherit it.
+resolve_slurm_prefix() {
+  local saved_slurm_prefix=""
+  if [[ -f "$options_file" ]]; then
+    # shellcheck disable=SC1090
+    source <(grep -E '^saved_slurm_prefix=' "$options_file")
+  fi
+  slurm_prefix="$saved_slurm_prefix"
+  ((opt_no_slurm == 0)) || slurm_prefix=""
+  if [[ -n "$opt_slurm_prefix" ]]; then
+    [[ -d "$opt_slurm_prefix" ]] || die "--slurm '$opt_slurm_prefix' is not a directory; give the prefix Slurm was installed into (tests/slurm25/build_slurm.sh prints it)"
+    slurm_prefix=$(realpath -- "$opt_slurm_prefix")
+  fi
+  slurmstepd_path=/usr/sbin/slurmstepd
+  slurm_version=""
+  if [[ -n "$slurm_prefix" ]]; then
+    PATH="$slurm_prefix/sbin:$slurm_prefix/bin:$PATH"
+    slurmstepd_path="$slurm_prefix/sbin/slurmstepd"
+  fi
+}
+
+# --slurm needs a release that can run without cgroups (CgroupPlugin=disabled, Slurm 24.05):
+# since 23.02 slurmd initialises a cgroup plugin at start, and the emulated nodes of one machine
+# would all claim the same cgroups. Debian's 22.05 does not touch cgroups with this slurm.conf.
+check_slurm_version() {
+  [[ -n "$slurm_prefix" ]] || return 0
+  local version
+  version=$("$slurm_prefix/sbin/slurmd" -V 2>/dev/null | awk '{ print $2 }') || version=""
+  [[ "$version" =~ ^([0-9]+)\.([0-9]+) ]] || die "--slurm '$slurm_prefix': '$slurm_prefix/sbin/slurmd -V' does not print a Slurm version"
+  local major=$((10#${BASH_REMATCH[1]})) minor=$((10#${BASH_REMATCH[2]}))
+  ((major > 24 || (major == 24 && minor >= 5))) ||
+    die "--slurm '$slurm_prefix' holds Slurm $version; --slurm needs 24.05 or later (for older releases use Debian's packages, without --slurm)"
+  slurm_version="$version"
+}
+
 # Options persist so that a later `up` or `restart` without options keeps the same cluster.
 load_options() {
+  check_slurm_version
   local saved_plugstack="" saved_port_base="" saved_resv_ports="" saved_valgrind_node=""
   local saved_valgrind_suppressions=""
   if [[ -f "$options_file" ]]; then
@@ -236,6 +292,7 @@ save_options() {
     printf 'saved_resv_ports=%q\n' "$resv_ports"
     printf 'saved_valgrind_node=%q\n' "$valgrind_node"
     printf 'saved_valgrind_suppressions=%q\n' "$valgrind_suppressions"
+    printf 'saved_slurm_prefix=%q\n' "$slurm_prefix"
   } >"$options_file"
 }
 
@@ -319,6 +376,10 @@ EOF
   if [[ -n "$resv_ports" ]]; then
     echo "MpiParams=ports=$resv_ports"
   fi
+  if [[ -n "$slurm_prefix" ]]; then
+    echo "# Slurm $slurm_version of --slurm $slurm_prefix"
+    echo "PluginDir=$slurm_prefix/lib/slurm"
+  fi
   # Not a Slurm setting: recorded here so that up restarts the cluster when it changes.
   if [[ -n "$valgrind_node" ]]; then
     echo "# slurmstepd of $valgrind_node runs as: $(valgrind_command)"
@@ -364,6 +425,15 @@ PMIxCollFence=ring
 EOF
 }
 
+# Prints cgroup.conf for --slurm, which Slurm reads from the directory of slurm.conf: the
+# emulated nodes share one machine, so no node may claim its cgroups (why: check_slurm_version).
+generate_cgroup_conf() {
+  cat <<EOF
+# Written by slurm/cluster.sh for --slurm; regenerated on every up (why: check_slurm_version).
+CgroupPlugin=disabled
+EOF
+}
+
 write_env_file() {
   cat >"$env_file.new" <<EOF
 # Written by slurm/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
@@ -381,6 +451,13 @@ export OMPI_MCA_osc='^ucx'
 # Four emulated nodes share this machine's few cores: ranks that wait should yield them.
 export OMPI_MCA_mpi_yield_when_idle=1
 EOF
+  if [[ -n "$slurm_prefix" ]]; then
+    cat >>"$env_file.new" <<EOF
+# This cluster runs Slurm $slurm_version of $slurm_prefix: its clients must come first, since
+# Slurm talks only to its own and the two previous releases.
+export PATH='$slurm_prefix/bin:$slurm_prefix/sbin':"\$PATH"
+EOF
+  fi
   mv "$env_file.new" "$env_file"
 }
 
@@ -505,7 +582,7 @@ log_tails() {
   done
 }
 
-# slurmd execs the compiled-in path /usr/sbin/slurmstepd. For --valgrind-stepd, a wrapper that
+# slurmd execs the compiled-in path /usr/sbin/slurmstepd (PREFIX/sbin/slurmstepd of --slurm). For --valgrind-stepd, a wrapper that
 # runs the real binary under memcheck is bind-mounted over that path inside one node's mount
 # namespace only. The real binary is bind-mounted first onto a placeholder file (empty when seen
 # from outside that namespace), because inside it the original path then names the wrapper.
@@ -529,7 +606,7 @@ write_valgrind_wrapper() {
   : >"$valgrind_dir/slurmstepd.real"
   {
     echo '#!/bin/sh'
-    echo "# Written by slurm/cluster.sh --valgrind-stepd: mounted over /usr/sbin/slurmstepd on $valgrind_node."
+    echo "# Written by slurm/cluster.sh --valgrind-stepd: mounted over $slurmstepd_path on $valgrind_node."
     echo "exec $(valgrind_command) \"\$@\""
   } >"$valgrind_dir/slurmstepd.new"
   chmod 755 "$valgrind_dir/slurmstepd.new"
@@ -607,11 +684,12 @@ start_daemon() {
     mount --bind "$3" /tmp
     mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
     if [ "$4" = valgrind ]; then
-      mount --bind /usr/sbin/slurmstepd "$5/slurmstepd.real"
-      mount --bind "$5/slurmstepd" /usr/sbin/slurmstepd
+      mount --bind "$6" "$5/slurmstepd.real"
+      mount --bind "$5/slurmstepd" "$6"
     fi
-    shift 5
+    shift 6
     exec "$@"' sh "$hostname_in_ns" "$hosts_file" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
+    "$slurmstepd_path" \
     "${daemon_cmd[@]}" </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
 }
 
@@ -691,6 +769,11 @@ cmd_up() {
     stop_cluster
     mv "$conf.new" "$conf"
     mv "$mpi_conf.new" "$mpi_conf"
+    if [[ -n "$slurm_prefix" ]]; then
+      generate_cgroup_conf >"$cgroup_conf"
+    else
+      rm -f "$cgroup_conf"
+    fi
     start_cluster
   fi
   wait_until_idle
@@ -784,6 +867,7 @@ cmd_ps() {
 main() {
   parse_args "$@"
   setup_paths
+  resolve_slurm_prefix
   case "$subcommand" in
     up)
       require_environment

@@ -12,6 +12,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "spank/slurmd_topology_cache.hpp"
+#include "spank/slurmstepd_controller.hpp"
 #include "spank/slurmstepd_user.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/srun_options.hpp"
@@ -79,6 +80,19 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
       return -1;
     }
     return register_options(sp);
+  });
+}
+
+// slurmstepd, as root, after the step's options arrived: the last point where slurmctld may be
+// asked (why: slurmstepd_controller.hpp).
+extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("init_post_opt", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    const PluginState& st = state();
+    if ((st.option_given || st.config.enabled_by_default) && is_job_step(sp)) {
+      fetch_arbitrary_hosts(sp);
+    }
+    return 0;
   });
 }
 

@@ -8,8 +8,24 @@
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
+#include "spank/spank_io.hpp"
+#include "spank/state.hpp"
 
 namespace dtrain::spank {
+
+void fetch_arbitrary_hosts(spank_t sp) {
+  PluginState& st = state();
+  const auto distribution =
+      core::parse_distribution(get_env(sp, "SLURM_DISTRIBUTION").value_or(""),
+                               get_env(sp, "SLURM_DIST_PLANESIZE").value_or(""));
+  if (distribution.kind != core::DistributionKind::kArbitrary) return;
+  try {
+    st.arbitrary_hosts = arbitrary_hosts_from_controller(get_u32(sp, S_JOB_ID, "S_JOB_ID"),
+                                                         get_u32(sp, S_JOB_STEPID, "S_JOB_STEPID"));
+  } catch (const std::exception& e) {
+    st.arbitrary_hosts_error = e.what();
+  }
+}
 
 std::string arbitrary_hosts_from_controller(std::uint32_t job_id, std::uint32_t step_id) {
   slurm_step_id_t id{};

@@ -46,7 +46,14 @@ core::StepInputs read_step_inputs(spank_t sp) {
     placed.push_back(local_to_global(sp, local));
   }
   if (in.spec.distribution.kind == core::DistributionKind::kArbitrary) {
-    in.spec.arbitrary_hosts = arbitrary_hosts_from_controller(in.job_id, in.step_id);
+    const PluginState& st = state();
+    if (st.arbitrary_hosts.empty()) {
+      throw Error(ErrorKind::kResource,
+                  st.arbitrary_hosts_error.empty()
+                      ? "the hosts of this -m arbitrary step were not fetched from slurmctld"
+                      : st.arbitrary_hosts_error);
+    }
+    in.spec.arbitrary_hosts = st.arbitrary_hosts;
   }
   return in;
 }

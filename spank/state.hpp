@@ -22,6 +22,10 @@ struct PluginState {
   bool option_given = false;
   core::FrameworkSet option_frameworks;
 
+  // Filled by init_post_opt in slurmstepd, as root, for -m arbitrary steps only.
+  std::string arbitrary_hosts;        // the host of every rank in rank order, from slurmctld
+  std::string arbitrary_hosts_error;  // why slurmctld did not give them
+
   // Filled by user_init on each node.
   bool active = false;
   std::string deferred_error;       // reported by task_init, since Slurm drops user_init errors
