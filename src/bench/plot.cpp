@@ -37,8 +37,12 @@ std::string number(double value) {
   return text;
 }
 
+// Beyond this, powers of two and grid steps near the data overflow a double.
+constexpr double kLargest = 1e300;
+
 bool drawable(const PlotPoint& point) {
-  return std::isfinite(point.x) && std::isfinite(point.y) && point.x > 0;
+  return std::isfinite(point.x) && std::isfinite(point.y) && point.x > 0 && point.x <= kLargest &&
+         std::fabs(point.y) <= kLargest;
 }
 
 // Counts code points, not bytes, so that a non-ASCII label gets the width it needs.
@@ -83,7 +87,11 @@ std::string y_tick(double value, double step) {
     ++decimals;
   }
   char text[48];
-  std::snprintf(text, sizeof text, "%.*f", decimals, std::fabs(value) < step / 2 ? 0.0 : value);
+  if (step >= 1e6) {
+    std::snprintf(text, sizeof text, "%g", value);  // 2e+06, not seven digits and more
+  } else {
+    std::snprintf(text, sizeof text, "%.*f", decimals, std::fabs(value) < step / 2 ? 0.0 : value);
+  }
   return text;
 }
 
@@ -242,9 +250,11 @@ std::string render_svg(const Chart& chart) {
     for (const auto& point : series.points) (drawable(point) ? drawn : left_out) += 1;
   }
   if (drawn == 0) {
-    throw_invalid("nothing to plot: " + (chart.series.empty()
-                                             ? std::string("no series")
-                                             : "no point with a finite value and x above 0"));
+    throw_invalid("nothing to plot: " +
+                  (chart.series.empty()
+                       ? std::string("no series")
+                       : "every point is left out (x at or below 0, or a value that is not a "
+                         "number or beyond 1e300)"));
   }
   const Axes axes = fit_axes(chart);
 
@@ -271,7 +281,7 @@ std::string render_svg(const Chart& chart) {
   if (left_out > 0) {
     append_text(svg, width / 2, 48, "middle",
                 std::to_string(left_out) + (left_out == 1 ? " point" : " points") +
-                    " not shown (x at or below 0, or not a finite number)",
+                    " not shown (x at or below 0, or a value that is not a number or beyond 1e300)",
                 " fill=\"#b00000\"");
   }
 

@@ -43,9 +43,10 @@ struct Chart {
   std::vector<PlotSeries> series;
 };
 
-// The whole SVG document. A log axis cannot show x <= 0, and no axis can show a NaN or an
-// infinity: such points are left out and a note under the title says how many. Throws
-// dtrain::Error when no series has a point that can be drawn.
+// The whole SVG document. A log axis cannot show x <= 0, and no axis can show a NaN, an
+// infinity or values beyond 1e300 (whose grid would overflow): such points are left out and a
+// note under the title says how many. Throws dtrain::Error when no series has a point that can
+// be drawn.
 std::string render_svg(const Chart& chart);
 
 // Text made safe for SVG character data and attribute values: the five XML entities, control

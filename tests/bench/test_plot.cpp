@@ -89,6 +89,13 @@ TEST(PlotSvg, FractionalStepsKeepTheirDecimals) {
   }
 }
 
+TEST(PlotSvg, LargeValuesKeepShortTicks) {
+  const std::string svg = render_svg(bytes_chart({{"a", "a", false, {{8, 0}, {16, 9e6}}}}));
+  for (const char* tick : {">0<", ">2e+06<", ">1e+07<"}) {
+    EXPECT_NE(svg.find(tick), std::string::npos) << tick;
+  }
+}
+
 TEST(PlotSvg, OnePointGetsAnAxisAroundIt) {
   const std::string svg = render_svg(
       {"t", "ranks", "samples/s", TickFormat::kNumber, {{"naive", "naive", false, {{8, 100}}}}});
@@ -118,12 +125,14 @@ TEST(PlotSvg, GroupsShareAColourAndInPlaceIsDashed) {
 
 TEST(PlotSvg, LeavesOutPointsALogAxisCannotShowAndSaysSo) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::string svg =
-      render_svg(bytes_chart({{"a", "a", false, {{0, 1}, {8, nan}, {16, 2}, {32, 3}}}}));
-  EXPECT_NE(svg.find(">2 points not shown (x at or below 0, or not a finite number)<"),
+  const std::string svg = render_svg(bytes_chart(
+      {{"a", "a", false, {{0, 1}, {8, nan}, {16, 2}, {32, 3}, {1e308, 1}, {64, -1e301}}}}));
+  EXPECT_NE(svg.find(">4 points not shown (x at or below 0, or a value that is not a number or "
+                     "beyond 1e300)<"),
             std::string::npos);
   EXPECT_EQ(count(svg, "<circle "), 2u);
   EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
 }
 
 TEST(PlotSvg, RefusesAChartWithNothingToDraw) {
@@ -131,7 +140,9 @@ TEST(PlotSvg, RefusesAChartWithNothingToDraw) {
   EXPECT_EQ(error_of([] {
               render_svg(bytes_chart({{"a", "a", false, {{0, 1}}}}));
             }),
-            "nothing to plot: no point with a finite value and x above 0");
+            "nothing to plot: every point is left out (x at or below 0, or a value that is not a "
+            "number or "
+            "beyond 1e300)");
 }
 
 TEST(PlotSvg, LongLabelsAreShortenedAndManySeriesMakeItTaller) {
