@@ -222,8 +222,8 @@ resolve_slurm_prefix() {
 }
 
 # --slurm needs a release that can run without cgroups (CgroupPlugin=disabled, Slurm 24.05):
-# since 23.02 slurmd initialises a cgroup plugin at start, and the emulated nodes of one machine
-# would all claim the same cgroups. Debian's 22.05 does not touch cgroups with this slurm.conf.
+# 25.11's slurmd initialises a cgroup plugin at start (cgroup/v1 here), and the emulated nodes
+# of one machine would all claim the same cgroups. Debian's 22.05 leaves cgroups alone here.
 check_slurm_version() {
   [[ -n "$slurm_prefix" ]] || return 0
   local version
