@@ -81,6 +81,13 @@ expect_line "$work/configure.log" '^dtrain: device-check: build: PASS \(tests/gp
 expect_line "$work/configure.log" '^dtrain: device-check: device: SKIPPED \(--configure-only\)$'
 [[ -f $work/standalone/CMakeCache.txt && ! -e $work/standalone/bench/dtrain-bench ]] ||
   fail "--configure-only should configure $work/standalone and build nothing"
+# ctest -L gpu on the device must run the same tests as here: a gpu test added to a folder the
+# standalone tree does not add would otherwise go unrun there.
+gpu_tests() { ctest --test-dir "$1" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
+main_gpu_tests=$(gpu_tests "$tree")
+standalone_gpu_tests=$(gpu_tests "$work/standalone")
+[[ -n $main_gpu_tests && $main_gpu_tests == "$standalone_gpu_tests" ]] ||
+  fail "the gpu tests differ: this tree has [${main_gpu_tests//$'\n'/ }], the standalone tree [${standalone_gpu_tests//$'\n'/ }]; add their folders to tests/gpu/standalone/CMakeLists.txt"
 
 if ((problems > 0)); then
   echo "dtrain: rehearsal: $problems problem(s)" >&2
