@@ -23,13 +23,9 @@ export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
 trap 'kill ${holder_pid:-} 2>/dev/null; restore_plugstack "$work"; rm -rf "$work"' EXIT
 out=$work/output
-
-fail() {
-  echo "FAIL ($case_name): $*" >&2
-  echo "---- output ----" >&2
-  cat "$out" >&2
-  exit 1
-}
+# check_lib.sh's fail() names the case and shows the output of the last run.
+fail_context="$case_name"
+fail_files=("$out")
 
 # A base port whose np ports are free on loopback, different for every run.
 base_port=$(free_port_block "$np")

@@ -1,22 +1,33 @@
 # shellcheck shell=bash
 # Shell helpers shared by the cluster check scripts (sourced, not run).
 
+# fail MESSAGE...: prints "dtrain: MESSAGE" and exits 1, the one failure of every script that
+# sources this. A script sets fail_context (say, its case name) to have it before the message, and
+# lists in fail_files what a reader needs to see the failure (a command's captured output).
+fail_context=""
+fail_files=()
 fail() {
-  echo "dtrain: $*" >&2
+  echo "dtrain: ${fail_context:+$fail_context: }$*" >&2
+  local file
+  for file in "${fail_files[@]}"; do
+    [[ -s $file ]] || continue
+    echo "---- $file ----" >&2
+    cat -- "$file" >&2
+  done
   exit 1
 }
 
 expect_equal() {
   local what="$1" actual="$2" expected="$3"
   [[ "$actual" == "$expected" ]] || fail "$what is '$actual', expected '$expected'"
-  echo "ok: $what = $actual"
+  echo "dtrain: ok: $what = $actual"
 }
 
 # expect_line WHAT PATTERN TEXT: some line of TEXT matches the extended regex PATTERN.
 expect_line() {
   local what="$1" pattern="$2" text="$3"
   grep -Eq -- "$pattern" <<<"$text" || fail "$what: no line matches /$pattern/ in:"$'\n'"$text"
-  echo "ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
+  echo "dtrain: ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
 }
 
 dtrain_cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
@@ -39,7 +50,7 @@ expect_no_job_processes() {
     sleep 0.2
   done
   [[ -z "$left" ]] || fail "$what: processes left on the nodes $seconds s later:"$'\n'"$left"
-  echo "ok: $what: no job process left on any node (after $((tries / 5)).$((tries % 5 * 2)) s)"
+  echo "dtrain: ok: $what: no job process left on any node (after $((tries / 5)).$((tries % 5 * 2)) s)"
 }
 
 # free_port_block COUNT: a random base port such that base-1 .. base+COUNT-1 are free on

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Checks of the local Slurm cluster itself (slurm/cluster.sh): cluster_checks.sh CHECK
 # Runs with the cluster's env.sh sourced (see run_with_cluster_env.sh). Each check prints what it
-# saw and fails with a message naming the difference.
+# saw and fails with a message naming the difference. This script drives srun, sbatch and the
+# daemons; cluster_checks.py reads what they printed and holds the expectations on it.
 set -euo pipefail
+
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,5p' "$0" | cut -c3-
+  echo "CHECK: block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery,"
+  echo "       sbatch-steps MPI_CHECK, scancel-cleans-up, cpu-share, pmix-barrier CHECKER -N<n> -n<n> SLOW_RANK"
+  exit 0
+fi
 
 cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
 readonly cluster_sh
@@ -11,66 +19,38 @@ readonly cluster_sh
 # shellcheck source=tests/cluster/check_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
+checks_py() {
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/cluster_checks.py" "$@"
+}
+
 # Runs one step; every task prints one line of facts about itself, sorted by global rank:
 #   rank node hostname step_tasks_per_node step_nodelist tmp_identity shm_device own_address node3_address
+# (cluster_checks.py step-layout reads them by these names).
 run_step() {
   # shellcheck disable=SC2016 # expanded by each task
   srun --kill-on-bad-exit=1 "$@" bash -c '
-    own=$(getent ahostsv4 "$(hostname)" | awk "NR == 1 { print \$1 }")
-    node3=$(getent ahostsv4 node3 | awk "NR == 1 { print \$1 }")
+    read -r own _ < <(getent ahostsv4 "$(hostname)")
+    read -r node3 _ < <(getent ahostsv4 node3)
     echo "$SLURM_PROCID $SLURMD_NODENAME $(hostname) $SLURM_STEP_TASKS_PER_NODE $SLURM_STEP_NODELIST" \
       "$(stat -c %d:%i /tmp) $(stat -c %d /dev/shm) ${own:-none} ${node3:-none}"' | sort -n
 }
 
-# "node1:0,1,2,3 node2:4,5 ..." in the step's node order, from run_step's output.
-ranks_by_node() {
-  local tasks="$1" node ranks result=""
-  for node in $(scontrol show hostnames "$(awk 'NR == 1 { print $5 }' <<<"$tasks")"); do
-    ranks=$(awk -v node="$node" '$2 == node { print $1 }' <<<"$tasks" | paste -sd,)
-    result+="${result:+ }$node:$ranks"
-  done
-  echo "$result"
-}
-
-distinct() {
-  awk -v column="$2" '{ print $column }' <<<"$1" | sort -u | wc -l
-}
-
-# The nodes must look like separate machines: own hostname, /tmp, /dev/shm and loopback address.
-check_node_isolation() {
-  local tasks="$1" nodes="$2"
-  awk '$2 != $3 { exit 1 }' <<<"$tasks" || fail "a task's hostname differs from SLURMD_NODENAME:"$'\n'"$tasks"
-  expect_equal "distinct hostnames" "$(distinct "$tasks" 3)" "$nodes"
-  expect_equal "distinct /tmp directories" "$(distinct "$tasks" 6)" "$nodes"
-  expect_equal "distinct /dev/shm mounts" "$(distinct "$tasks" 7)" "$nodes"
-  awk '$8 != "127.0.1." substr($2, 5) { exit 1 }' <<<"$tasks" ||
-    fail "a node's own name does not resolve to 127.0.1.N inside it:"$'\n'"$tasks"
-  awk '$9 != "127.0.1.3" { exit 1 }' <<<"$tasks" ||
-    fail "node3 does not resolve to 127.0.1.3 on every node:"$'\n'"$tasks"
-  echo "ok: every node has its own hostname, /tmp, /dev/shm and 127.0.1.N address"
-}
-
+# The layout of one step, and that the nodes look like separate machines: own hostname, /tmp,
+# /dev/shm and loopback address.
 check_block_layout() {
   local tasks
   tasks=$(run_step -N4 -n8)
   echo "$tasks"
-  expect_equal "task count" "$(wc -l <<<"$tasks")" 8
-  check_node_isolation "$tasks" 4
-  expect_equal "SLURM_STEP_TASKS_PER_NODE (all tasks)" "$(awk '{ print $4 }' <<<"$tasks" | sort -u)" "4,2,1(x2)"
-  expect_equal "ranks per node" "$(ranks_by_node "$tasks")" "node1:0,1,2,3 node2:4,5 node3:6 node4:7"
+  checks_py step-layout <(echo "$tasks") --tasks 8 --nodes 4 --tasks-per-node "4,2,1(x2)" \
+    --ranks-by-node "node1:0,1,2,3 node2:4,5 node3:6 node4:7"
 }
 
 check_cyclic_layout() {
-  local tasks first_node
+  local tasks
   tasks=$(run_step -N3 -n5 -m cyclic)
   echo "$tasks"
-  expect_equal "task count" "$(wc -l <<<"$tasks")" 5
-  check_node_isolation "$tasks" 3
-  expect_equal "SLURM_STEP_TASKS_PER_NODE (all tasks)" "$(awk '{ print $4 }' <<<"$tasks" | sort -u)" "3,1(x2)"
-  first_node=$(scontrol show hostnames "$(awk 'NR == 1 { print $5 }' <<<"$tasks")" | head -n 1)
-  expect_equal "ranks on the first node ($first_node)" \
-    "$(awk -v node="$first_node" '$2 == node { print $1 }' <<<"$tasks" | paste -sd,)" "0,3,4"
-  expect_equal "ranks per node" "$(ranks_by_node "$tasks")" "node1:0,3,4 node2:1 node3:2"
+  checks_py step-layout <(echo "$tasks") --tasks 5 --nodes 3 --tasks-per-node "3,1(x2)" \
+    --first-node-ranks 0,3,4 --ranks-by-node "node1:0,3,4 node2:1 node3:2"
 }
 
 # Both jobs' tasks leave a marker and wait until all tasks of the other job have left theirs, so
@@ -98,16 +78,13 @@ check_concurrent_jobs() {
   cat "$meeting_dir/first.out" "$meeting_dir/second.out"
   ((first_status == 0 && second_status == 0)) ||
     fail "the two jobs did not run at the same time (exit statuses $first_status and $second_status)"
-  expect_equal "distinct jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $4 }' | sort -u | wc -l)" 2
-  expect_equal "node lists of both jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $5 }' | sort -u)" "node[1-4]"
-  expect_equal "hosts of both jobs" "$(cat "$meeting_dir"/*.out | awk '{ print $3 }' | sort -u | paste -sd,)" \
-    "node1,node2,node3,node4"
+  checks_py concurrent-jobs "$meeting_dir/first.out" "$meeting_dir/second.out"
 }
 
-# "slurmctld:PID slurmd.node1:PID ..." for the daemons that run.
-daemon_pids() {
-  "$cluster_sh" status --state-dir "$DTRAIN_CLUSTER_DIR" |
-    awk '/running \(pid/ { sub(/\)/, "", $4); print $1 ":" $4 }' | paste -sd' '
+# What `cluster.sh status` prints: each daemon and its pid (it exits 1 when one is stopped,
+# which cluster_checks.py daemons reports by name).
+daemon_status() {
+  "$cluster_sh" status --state-dir "$DTRAIN_CLUSTER_DIR" || true
 }
 
 check_hostname_step() {
@@ -117,12 +94,11 @@ check_hostname_step() {
 
 check_up_idempotent() {
   local before after
-  before=$(daemon_pids)
+  before=$(daemon_status)
   "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
   "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
-  after=$(daemon_pids)
-  expect_equal "daemons running" "$(wc -w <<<"$after")" 5
-  expect_equal "daemon pids after two more up calls" "$after" "$before"
+  after=$(daemon_status)
+  checks_py daemons "$after" --running 5 --unchanged-from "$before"
   check_hostname_step
 }
 
@@ -130,8 +106,8 @@ check_up_idempotent() {
 # orphaned steps and tasks and bring back a working cluster.
 check_crash_recovery() {
   local before after probe="dtrain-crash-probe-$$" tries
-  before=$(daemon_pids)
-  expect_equal "daemons running" "$(wc -w <<<"$before")" 5
+  before=$(daemon_status)
+  checks_py daemons "$before" --running 5
   srun -N4 -n4 bash -c "exec -a $probe sleep 600" &
   local step_pid=$!
   for ((tries = 0; tries < 300 && $(pgrep -fc "^$probe" || true) < 4; tries++)); do
@@ -139,7 +115,7 @@ check_crash_recovery() {
   done
   expect_equal "tasks of the running step" "$(pgrep -fc "^$probe" || true)" 4
   # shellcheck disable=SC2046
-  kill -KILL $(tr ' ' '\n' <<<"$before" | cut -d: -f2)
+  kill -KILL $(checks_py daemon-pids "$before")
   kill -KILL "$step_pid"
   wait "$step_pid" 2>/dev/null || true
   if "$cluster_sh" status --state-dir "$DTRAIN_CLUSTER_DIR"; then
@@ -147,8 +123,8 @@ check_crash_recovery() {
   fi
   "$cluster_sh" up --state-dir "$DTRAIN_CLUSTER_DIR"
   expect_equal "tasks of the crashed step left after up" "$(pgrep -fc "^$probe" || true)" 0
-  after=$(daemon_pids)
-  expect_equal "daemons running after up" "$(wc -w <<<"$after")" 5
+  after=$(daemon_status)
+  checks_py daemons "$after" --running 5 --when " after up"
   check_hostname_step
 }
 
@@ -183,19 +159,7 @@ check_sbatch_steps() {
   sbatch --wait --parsable -D "$work_dir" -o "$work_dir/out" "$work_dir/job.sh" >"$work_dir/job_id" || status=$?
   cat "$work_dir/out"
   ((status == 0)) || fail "batch job $(cat "$work_dir/job_id") ended with status $status; its output is above"
-  local out plain
-  out=$(cat "$work_dir/out")
-  expect_equal "first line" "$(head -n 1 <<<"$out")" "batch start on node1"
-  expect_equal "last line" "$(tail -n 1 <<<"$out")" "batch done"
-  plain=$(grep '^plain step ' <<<"$out" | sort -k5,5n)
-  expect_equal "plain step tasks" "$(wc -l <<<"$plain")" 8
-  expect_equal "plain step id" "$(awk '{ print $3 }' <<<"$plain" | sort -u)" 0
-  expect_equal "plain step hosts by rank" "$(awk '{ print $7 }' <<<"$plain" | paste -sd,)" \
-    "node1,node1,node1,node1,node2,node2,node3,node4"
-  expect_equal "MPI step" "$(grep '^allreduce ' <<<"$out")" \
-    "allreduce sum 36 over 8 ranks on 4 hosts: node1,node2,node3,node4"
-  # srun may say that it waits for the previous step's resources; that is information, not an error.
-  expect_equal "output lines with 'error'" "$(grep -ci 'error' <<<"$out" || true)" 0
+  checks_py sbatch-steps "$work_dir/out"
 }
 
 # A data-less PMIx fence must wait for every rank of the step: Open MPI's MPI_Init relies on it,
@@ -215,7 +179,7 @@ check_pmix_barrier() {
 # and its sruns on node1, the slurmstepd and the tasks of two overlapping steps on all nodes,
 # including tasks that ignore SIGTERM (slurmd sends SIGKILL max(KillWait, 5s) after SIGTERM).
 check_scancel_cleans_up() {
-  local job_id probe="dtrain-scancel-probe-$$" tries processes
+  local job_id probe="dtrain-scancel-probe-$$" tries
   make_work_dir scancel
   [[ -z "$(job_processes)" ]] || fail "processes run on the nodes before the job starts:"$'\n'"$(job_processes)"
   printf '%s\n' '#!/bin/bash' '#SBATCH -N4 -n8 -t 2' \
@@ -225,19 +189,7 @@ check_scancel_cleans_up() {
     'wait' >"$work_dir/job.sh"
   sbatch --parsable -D "$work_dir" -o "$work_dir/out" "$work_dir/job.sh" >"$work_dir/job_id"
   job_id=$(cat "$work_dir/job_id")
-  # 8 + 4 tasks laid out 4,2,1,1 and 1,1,1,1 over the nodes.
-  local expected="node1:5 node2:3 node3:2 node4:2"
-  for ((tries = 0; tries < 600; tries++)); do
-    processes=$(job_processes)
-    [[ "$(tasks_by_node "$processes" "$probe-task")" == "$expected" ]] && break
-    sleep 0.1
-  done
-  echo "$processes"
-  expect_equal "tasks by node of job $job_id" "$(tasks_by_node "$processes" "$probe-task")" "$expected"
-  expect_equal "batch script probe on node1" "$(awk -v probe="$probe-batch" '$4 == probe { print $1 }' <<<"$processes")" node1
-  expect_equal "slurmstepd of the two steps on each node" \
-    "$(awk -v job="[$job_id." '$3 == "slurmstepd" && index($5, job) == 1 && $5 != job "batch]" { print $1 }' <<<"$processes" |
-      sort | uniq -c | awk '{ print $2 ":" $1 }' | paste -sd' ')" "node1:2 node2:2 node3:2 node4:2"
+  checks_py scancel-job-started "$job_id" "$probe"
 
   scancel "$job_id"
   # SIGKILL comes after 5s, so what is left at 60s is stuck.
@@ -263,8 +215,10 @@ check_cpu_share() {
     echo "dtrain: skipped: the kernel's autogroup is off here, so nodes cannot starve each other"
     exit 77
   fi
-  local root probe
-  root=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)
+  local root="" probe mount_dir type options
+  while read -r _ mount_dir type options _; do
+    [[ $type == cgroup && ,$options, == *,cpu,* ]] && { root=$mount_dir; break; }
+  done </proc/mounts
   probe="$root/dtrain-probe-$$"
   if [[ -z "$root" ]] || ! mkdir "$probe" 2>/dev/null; then
     echo "dtrain: skipped: no writable cgroup v1 cpu hierarchy here; cluster.sh warns at up that nodes share the CPUs evenly"
@@ -280,16 +234,7 @@ while time.monotonic() < end: pass
 print(round(time.process_time(), 2))")
     echo "$SLURM_PROCID $SLURMD_NODENAME $cgroup $cpu"' | sort -n)
   echo "$tasks"
-  expect_equal "distinct CPU cgroups of the step's tasks" "$(distinct "$tasks" 3)" 1
-  [[ "$(awk 'NR == 1 { print $3 }' <<<"$tasks")" != / ]] ||
-    fail "the tasks run in the root CPU cgroup, where autogroup gives each node an equal CPU share; cluster.sh up should have started the daemons in a cgroup of their own"
-  echo "ok: all tasks share one CPU cgroup, not the root one"
-}
-
-# "node1:N node2:N ..." counting, per node, the processes whose first argument starts with PREFIX.
-tasks_by_node() {
-  awk -v prefix="$2" 'index($4, prefix) == 1 { count[$1]++ }
-    END { for (node in count) print node ":" count[node] }' <<<"$1" | sort | paste -sd' '
+  checks_py cpu-share <(echo "$tasks")
 }
 
 case "${1:-}" in
