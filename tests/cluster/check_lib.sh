@@ -30,7 +30,8 @@ expect_line() {
   echo "dtrain: ok: $what: $(grep -Em1 -- "$pattern" <<<"$text" | cut -c1-160)"
 }
 
-dtrain_cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
+dtrain_check_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+dtrain_cluster_sh="$dtrain_check_dir/../../slurm/cluster.sh"
 
 # The processes of jobs on the nodes: steps, tasks and batch scripts (everything but the daemons).
 job_processes() {

@@ -137,7 +137,8 @@ Process = collections.namedtuple("Process", "node pid comm args")
 
 
 def job_processes():
-    """The processes of jobs on the nodes: steps, tasks and batch scripts (not the daemons)."""
+    """The processes of jobs on the nodes: steps, tasks and batch scripts (not the daemons), as
+    check_lib.sh's job_processes lists them."""
     listing = subprocess.run([CLUSTER_SH, "ps", "--state-dir", os.environ["DTRAIN_CLUSTER_DIR"]],
                              capture_output=True, text=True, check=True).stdout
     # A process that exited meanwhile may be listed with no arguments.

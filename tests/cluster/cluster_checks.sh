@@ -20,7 +20,7 @@ readonly cluster_sh
 source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 checks_py() {
-  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/cluster_checks.py" "$@"
+  /usr/bin/python3 "$dtrain_check_dir/cluster_checks.py" "$@"
 }
 
 # Runs one step; every task prints one line of facts about itself, sorted by global rank:
