@@ -38,22 +38,6 @@ constexpr std::chrono::milliseconds kFollowerGrace{1500};
 constexpr std::chrono::milliseconds kAbsenceCheckLead{2000};
 constexpr const char* kMpiInitPhase = "MPI_Init_thread";
 
-std::optional<std::string> lookup_env(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw_invalid("cannot read DTRAIN_ENDPOINTS_FILE=" + path + ": " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string this_hostname() {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
@@ -198,13 +182,21 @@ class Bootstrapper {
  private:
   void wait_or_abort(std::span<MPI_Request> requests, const std::string& step,
                      const std::function<std::string()>& detail = {}) {
+    wait_until_or_abort([requests] { return requests_complete(requests); }, step, detail, {});
+  }
+
+  // Every wait of the bootstrap: its listener keeps answering peers' probes meanwhile.
+  void wait_until_or_abort(const std::function<bool()>& done, const std::string& step,
+                           const std::function<std::string()>& detail,
+                           const std::function<void()>& before_abort) {
     const std::function<void()> serve = [this] {
       if (listener_) listener_->serve();
     };
     // Rank 0 gives up first: it is the one that can name the missing ranks, and its
     // MPI_Abort ends the others before their own, less informative, timeout.
     const auto limit = rank_ == 0 ? deadline_ : deadline_ + kFollowerGrace;
-    if (poll_requests(requests, limit, serve)) return;
+    if (poll_until(done, limit, serve)) return;
+    if (before_abort) before_abort();
     std::string message =
         "timed out after " +
         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s " +
@@ -216,18 +208,19 @@ class Bootstrapper {
     abort_job(who_, message);
   }
 
-  // wait_or_abort for the helpers that take a RequestWaiter; it serves listener_ itself, so
-  // their `between` is not needed.
-  RequestWaiter request_waiter() {
-    return [this](std::span<MPI_Request> requests, const std::string& step,
-                  const std::function<void()>&) { wait_or_abort(requests, step); };
+  // wait_until_or_abort for the helpers that take a DeadlineWaiter.
+  DeadlineWaiter deadline_waiter() {
+    return [this](const std::function<bool()>& done, const std::string& step,
+                  const std::function<void()>& before_abort) {
+      wait_until_or_abort(done, step, {}, before_abort);
+    };
   }
 
   // Read once, before MPI_Init (the early listener needs it); a bad value is reported with the
   // other checks once MPI runs, so that every rank fails together.
   void read_plugin_env() {
     try {
-      env_ = read_dtrain_env(lookup_env, read_whole_file);
+      env_ = read_dtrain_env(process_env, read_whole_file);
     } catch (const Error& error) {
       env_ = DtrainEnv{};
       env_error_ = error.what();
@@ -366,7 +359,7 @@ class Bootstrapper {
     const std::vector<char> mine = encode_record(build_record());
     std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_));
     allgather_through_root(mine.data(), static_cast<int>(kRecordBytes), all.data(), boot_,
-                           request_waiter(),
+                           deadline_waiter(),
                            "exchanging bootstrap records (a rank died after arriving?)");
     std::vector<std::string> unreadable;
     for (int r = 0; r < size_; ++r) {
@@ -498,7 +491,7 @@ class Bootstrapper {
     for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
     const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
     const auto by_source =
-        run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline, request_waiter());
+        run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline, deadline_waiter());
     const auto failures = describe_preflight(records_, by_source);
     if (failures.empty()) return;
     std::string own;
@@ -523,8 +516,7 @@ class Bootstrapper {
     setup.size = size_;
     const bool bound = env_.present && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
     setup.device = choose_device(placement_.local_rank, visible_device_count(), bound);
-    setup.deadline = deadline_;
-    setup.who = who_;
+    setup.wait = deadline_waiter();
     return make_nccl_communicator(setup);
   }
 
@@ -572,10 +564,11 @@ std::string describe_self(int rank, const std::string& host) {
 
 std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config) {
   const auto started = Clock::now();
-  const auto timeout = resolve_timeout(config.timeout, lookup_env);
+  const auto timeout = resolve_timeout(config.timeout, process_env);
   // Before MPI_Init_thread, so that MPI's own buffers follow the same policy from the start.
-  const bool keeps_freed_memory = resolve_keep_freed_memory(config.keep_freed_memory, lookup_env) &&
-                                  keep_freed_memory_in_heap();
+  const bool keeps_freed_memory =
+      resolve_keep_freed_memory(config.keep_freed_memory, process_env) &&
+      keep_freed_memory_in_heap();
   Bootstrapper bootstrapper(config, started, timeout, keeps_freed_memory);
   return bootstrapper.run(argc, argv);
 }

@@ -15,8 +15,8 @@ enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
 enum class Backend { kMpi, kNccl };
 
 std::size_t type_size(DataType type);
-const char* type_name(DataType type);     // nccl-tests spelling: float, double, int32, half, bfloat16
-const char* op_name(ReduceOp op);         // sum, prod, min, max, avg
+const char* type_name(DataType type);  // nccl-tests spelling: float, double, int32, half, bfloat16
+const char* op_name(ReduceOp op);      // sum, prod, min, max, avg
 const char* backend_name(Backend backend);
 
 // A pending non-blocking collective. wait() is idempotent.
@@ -38,9 +38,8 @@ class Communicator {
   // count*size; reduce_scatter sends count*size and receives `count`.
   virtual void all_reduce(const void* send, void* recv, std::size_t count, DataType type,
                           ReduceOp op) = 0;
-  virtual std::unique_ptr<Request> all_reduce_async(const void* send, void* recv,
-                                                    std::size_t count, DataType type,
-                                                    ReduceOp op) = 0;
+  virtual std::unique_ptr<Request> all_reduce_async(const void* send, void* recv, std::size_t count,
+                                                    DataType type, ReduceOp op) = 0;
   virtual void all_gather(const void* send, void* recv, std::size_t count, DataType type) = 0;
   virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
                               ReduceOp op) = 0;

@@ -9,13 +9,27 @@
 
 namespace dtrain::bootstrap {
 
+bool requests_complete(std::span<MPI_Request> requests) {
+  int done = 0;
+  MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+  return done != 0;
+}
+
 bool poll_requests(std::span<MPI_Request> requests, Clock::time_point deadline,
                    const std::function<void()>& between) {
+  return poll_until([requests] { return requests_complete(requests); }, deadline, between);
+}
+
+void wait_for_requests(const DeadlineWaiter& wait, std::span<MPI_Request> requests,
+                       const std::string& step) {
+  wait([requests] { return requests_complete(requests); }, step, {});
+}
+
+bool poll_until(const std::function<bool()>& done, Clock::time_point deadline,
+                const std::function<void()>& between) {
   const auto started = Clock::now();
   while (true) {
-    int done = 0;
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) return true;
+    if (done()) return true;
     if (between) between();
     const auto now = Clock::now();
     if (now >= deadline) return false;

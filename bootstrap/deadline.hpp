@@ -18,10 +18,29 @@ namespace dtrain::bootstrap {
 
 using Clock = std::chrono::steady_clock;
 
-// Tests `requests` until all complete (true) or `deadline` passes (false). `between` runs each
+// Polls `done` until it returns true (true) or `deadline` passes (false). `between` runs each
 // round, e.g. to accept preflight connections while waiting.
+bool poll_until(const std::function<bool()>& done, Clock::time_point deadline,
+                const std::function<void()>& between = {});
+
+// One MPI_Testall: whether every request has completed.
+bool requests_complete(std::span<MPI_Request> requests);
+
+// poll_until for MPI requests: true when all completed.
 bool poll_requests(std::span<MPI_Request> requests, Clock::time_point deadline,
                    const std::function<void()>& between = {});
+
+// The bootstrap's one way of waiting, used by every phase and by the helpers it calls: polls
+// `done` against the bootstrap's deadline, rank 0 first (it is the one that can name what is
+// missing), and ends the job with a message naming `step` and how to raise
+// DTRAIN_BOOTSTRAP_TIMEOUT. `before_abort`, when set, runs first (ncclCommAbort, say).
+using DeadlineWaiter =
+    std::function<void(const std::function<bool()>& done, const std::string& step,
+                       const std::function<void()>& before_abort)>;
+
+// Waits for MPI requests through `wait`.
+void wait_for_requests(const DeadlineWaiter& wait, std::span<MPI_Request> requests,
+                       const std::string& step);
 
 // Prints "dtrain: <who>: <message>" on stderr and ends the whole job with MPI_Abort; falls back
 // to _exit(1) if MPI_Abort itself does not return within a few seconds.

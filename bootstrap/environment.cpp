@@ -3,9 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "bootstrap/endpoints.hpp"
 #include "core/error.hpp"
@@ -26,6 +30,20 @@ int parse_int_variable(const std::string& name, const std::string& value) {
 }
 
 }  // namespace
+
+std::optional<std::string> process_env(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_invalid("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file) {
   std::vector<std::string> required(std::begin(kNumericVariables), std::end(kNumericVariables));
@@ -249,8 +267,7 @@ std::vector<std::string> check_env_agreement(const std::vector<RankRecord>& reco
   if (!differing.empty()) {
     problems.push_back("the endpoint list differs from rank 0's (hash " +
                        hex64(records.front().endpoints_hash) + ") on ranks " +
-                       format_rank_set(differing) +
-                       "; the first differing entry of each follows");
+                       format_rank_set(differing) + "; the first differing entry of each follows");
   }
   return problems;
 }

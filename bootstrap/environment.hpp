@@ -16,6 +16,11 @@ namespace dtrain::bootstrap {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 using FileReader = std::function<std::string(const std::string& path)>;
 
+// The process's own environment and files, for read_dtrain_env and resolve_timeout outside
+// tests. read_whole_file throws dtrain::Error(kInvalidInput) naming the path.
+std::optional<std::string> process_env(const std::string& name);
+std::string read_whole_file(const std::string& path);
+
 struct DtrainEnv {
   bool present = false;  // false: no DTRAIN_* variable at all (plain mpirun/srun)
   int rank = -1;

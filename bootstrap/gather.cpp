@@ -10,8 +10,7 @@
 namespace dtrain::bootstrap {
 
 void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm comm,
-                            const RequestWaiter& wait, const std::string& step,
-                            const std::function<void()>& between) {
+                            const DeadlineWaiter& wait, const std::string& step) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -28,10 +27,10 @@ void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm com
     check_mpi(MPI_Igather(mine, bytes, MPI_BYTE, nullptr, 0, MPI_BYTE, 0, comm, &request),
               step + ": MPI_Igather");
   }
-  wait({&request, 1}, step, between);
+  wait_for_requests(wait, {&request, 1}, step);
   if (size < 2) return;
   check_mpi(MPI_Ibcast(all, bytes * size, MPI_BYTE, 0, comm, &request), step + ": MPI_Ibcast");
-  wait({&request, 1}, step, between);
+  wait_for_requests(wait, {&request, 1}, step);
 }
 
 }  // namespace dtrain::bootstrap

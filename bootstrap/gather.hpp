@@ -4,16 +4,11 @@
 
 #include <mpi.h>
 
-#include <functional>
-#include <span>
 #include <string>
 
-namespace dtrain::bootstrap {
+#include "bootstrap/deadline.hpp"
 
-// Completes `requests`, calling `between` each polling round, or ends the job (or throws) at
-// the caller's deadline; `step` names what is awaited in that message.
-using RequestWaiter = std::function<void(std::span<MPI_Request> requests, const std::string& step,
-                                         const std::function<void()>& between)>;
+namespace dtrain::bootstrap {
 
 // Collective over `comm`: every rank's `bytes` bytes from `mine`, in rank order, into `all`
 // (bytes * size) on every rank, as a gather to rank 0 and a broadcast from it.
@@ -24,7 +19,6 @@ using RequestWaiter = std::function<void(std::span<MPI_Request> requests, const 
 // Through rank 0 only rank 0 holds a connection to everyone (as its arrival count already
 // needs); the others talk to it and to their broadcast-tree neighbours.
 void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm comm,
-                            const RequestWaiter& wait, const std::string& step,
-                            const std::function<void()>& between = {});
+                            const DeadlineWaiter& wait, const std::string& step);
 
 }  // namespace dtrain::bootstrap

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "bootstrap/mpi_communicator.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::bootstrap {
@@ -245,32 +246,25 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclSetup& setup) {
       throw Error(ErrorKind::kResource, "ncclGetUniqueId failed: " + nccl_text(nullptr, rc));
     }
   }
-  MPI_Request requests[1];
-  MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, setup.comm, &requests[0]);
-  if (!poll_requests(requests, setup.deadline)) {
-    abort_job(setup.who, "timed out waiting for rank 0's NCCL unique id (MPI_Ibcast)");
-  }
+  MPI_Request request;
+  check_mpi(MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, setup.comm, &request), "MPI_Ibcast");
+  wait_for_requests(setup.wait, {&request, 1}, "waiting for rank 0's NCCL unique id");
   // The barrier before init matters with HCOLL, where a blocking init can otherwise deadlock.
-  MPI_Ibarrier(setup.comm, &requests[0]);
-  if (!poll_requests(requests, setup.deadline)) {
-    abort_job(setup.who, "timed out in the barrier before ncclCommInitRankConfig");
-  }
+  check_mpi(MPI_Ibarrier(setup.comm, &request), "MPI_Ibarrier");
+  wait_for_requests(setup.wait, {&request, 1}, "in the barrier before ncclCommInitRankConfig");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t state = ncclCommInitRankConfig(&comm, setup.size, id, setup.rank, &config);
-  while (state == ncclInProgress) {
-    if (Clock::now() >= setup.deadline) {
-      ncclCommAbort(comm);
-      abort_job(setup.who,
-                "ncclCommInitRankConfig did not complete before the bootstrap deadline on device " +
-                    std::to_string(setup.device) +
-                    "; another rank may be missing, or NCCL cannot connect (check "
-                    "NCCL_SOCKET_IFNAME, NCCL_IB_HCA and run with NCCL_DEBUG=INFO)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ncclCommGetAsyncError(comm, &state);
-  }
+  setup.wait(
+      [&] {
+        if (state == ncclInProgress) ncclCommGetAsyncError(comm, &state);
+        return state != ncclInProgress;
+      },
+      "in ncclCommInitRankConfig on device " + std::to_string(setup.device) +
+          " (another rank may be missing, or NCCL cannot connect: check NCCL_SOCKET_IFNAME and "
+          "NCCL_IB_HCA, and run with NCCL_DEBUG=INFO)",
+      [&] { ncclCommAbort(comm); });
   if (state != ncclSuccess) {
     const std::string text = nccl_text(comm, state);
     if (comm != nullptr) ncclCommAbort(comm);

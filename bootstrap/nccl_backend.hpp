@@ -27,13 +27,12 @@ struct NcclSetup {
   int rank = 0;
   int size = 1;
   int device = 0;
-  Clock::time_point deadline;
-  std::string who;  // "rank 3 on node2", for messages
+  DeadlineWaiter wait;  // the bootstrap's, so NCCL's steps share its deadline and message
 };
 
-// Rank 0 creates the unique id; MPI_Ibcast + MPI_Ibarrier (polled); ncclCommInitRankConfig with
-// blocking = 0 polled with ncclCommGetAsyncError until the deadline; ncclCommAbort and
-// abort_job() on timeout. Throws dtrain::Error for a refused device or NCCL error.
+// Rank 0 creates the unique id; MPI_Ibcast + MPI_Ibarrier and ncclCommInitRankConfig with
+// blocking = 0, each waited for through setup.wait (ncclCommAbort before the job ends on
+// timeout). Throws dtrain::Error for a refused device or NCCL error.
 std::unique_ptr<Communicator> make_nccl_communicator(const NcclSetup& setup);
 
 // Device memory for the NCCL backend's buffers.

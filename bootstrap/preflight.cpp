@@ -220,7 +220,7 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
 
 std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
     MPI_Comm comm, const std::vector<std::string>& endpoints, Listener& listener,
-    Clock::time_point probe_deadline, const RequestWaiter& wait) {
+    Clock::time_point probe_deadline, const DeadlineWaiter& wait) {
   constexpr std::size_t kMaxProbes = 64;
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
@@ -234,7 +234,8 @@ std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
   // Keep answering until every rank has finished probing, then free the port.
   MPI_Request request;
   MPI_Ibarrier(comm, &request);
-  wait({&request, 1}, "waiting for the other ranks to finish the preflight", serve);
+  // `wait` keeps `listener` answering meanwhile.
+  wait_for_requests(wait, {&request, 1}, "waiting for the other ranks to finish the preflight");
   listener.close();
 
   std::vector<std::int32_t> mine(1 + 2 * kMaxProbes, 0);

@@ -58,10 +58,11 @@ std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
 // Collective over `comm`: this rank probes preflight_peers(rank, size) at `endpoints` (indexed
 // by rank; a rank that could not listen is probed too, so whoever answers there is found) until
 // `probe_deadline`, keeps `listener` answering until every rank has finished probing, closes it,
-// and all-gathers the outcomes. Returns them by source rank (at most 64 per rank), ready for
-// describe_preflight().
+// and all-gathers the outcomes. `wait` must keep `listener` answering while it waits (the
+// bootstrap's and dtrain-check's waiters serve their listener each round). Returns the outcomes
+// by source rank (at most 64 per rank), ready for describe_preflight().
 std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
     MPI_Comm comm, const std::vector<std::string>& endpoints, Listener& listener,
-    Clock::time_point probe_deadline, const RequestWaiter& wait);
+    Clock::time_point probe_deadline, const DeadlineWaiter& wait);
 
 }  // namespace dtrain::bootstrap

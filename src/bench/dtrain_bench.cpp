@@ -23,7 +23,7 @@
 #include "bench/timing.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/buffer.hpp"
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 #include "core/error.hpp"
 #include "trainer/checkpoint_store.hpp"
 

@@ -41,12 +41,6 @@ struct Options {
   bool allow_mismatch = false;
 };
 
-std::optional<std::string> lookup_env(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
 // The doctor's own collective steps on top of the bootstrap's communicator: every wait is
 // polled against the same deadline as the bootstrap.
 class Doctor {
@@ -71,10 +65,11 @@ class Doctor {
 
     // Listening only now: every rank checked its ports before the bootstrap, whose arrival
     // step no rank leaves before all have entered it.
-    const auto endpoint =
-        facts.plugin ? bootstrap::parse_endpoint(lookup_env("DTRAIN_CURRENT_ENDPOINT").value_or(""),
-                                                 "DTRAIN_CURRENT_ENDPOINT")
-                     : bootstrap::derived_endpoint();
+    const auto endpoint = facts.plugin
+                              ? bootstrap::parse_endpoint(
+                                    bootstrap::process_env("DTRAIN_CURRENT_ENDPOINT").value_or(""),
+                                    "DTRAIN_CURRENT_ENDPOINT")
+                              : bootstrap::derived_endpoint();
     bootstrap::Listener listener(endpoint);
     facts.listen_endpoint = listener.endpoint();
     facts.listen_errno = listener.error();
@@ -88,8 +83,12 @@ class Doctor {
                                       static_cast<long long>(options_.probe_timeout_s * 1000)));
     input.preflight = bootstrap::run_connectivity_preflight(
         comm_, endpoints, listener, probe_deadline,
-        [this](std::span<MPI_Request> requests, const std::string& step,
-               const std::function<void()>& between) { wait(requests, step, between); });
+        // The preflight's waits keep this rank's listener answering the peers' probes.
+        [this, &listener](const std::function<bool()>& done, const std::string& step,
+                          const std::function<void()>& before_abort) {
+          wait_until(
+              done, step, [&listener] { listener.serve(); }, before_abort);
+        });
 
     input.ranks = gather_facts(facts);
     int status = 0;
@@ -115,7 +114,13 @@ class Doctor {
  private:
   void wait(std::span<MPI_Request> requests, const std::string& step,
             const std::function<void()>& between) {
-    if (bootstrap::poll_requests(requests, deadline_, between)) return;
+    wait_until([requests] { return bootstrap::requests_complete(requests); }, step, between, {});
+  }
+
+  void wait_until(const std::function<bool()>& done, const std::string& step,
+                  const std::function<void()>& between, const std::function<void()>& before_abort) {
+    if (bootstrap::poll_until(done, deadline_, between)) return;
+    if (before_abort) before_abort();
     bootstrap::abort_job(who_, "dtrain-check timed out " + step +
                                    "; a rank died or is stuck; raise the limit with --timeout if "
                                    "the job is just slow");
@@ -239,7 +244,8 @@ int main(int argc, char** argv) {
     return error.kind() == ErrorKind::kInternal ? kExitCouldNotRun : 1;
   }
   try {
-    const auto deadline = started + bootstrap::resolve_timeout(config.timeout, lookup_env);
+    const auto deadline =
+        started + bootstrap::resolve_timeout(config.timeout, bootstrap::process_env);
     Doctor doctor(options, *session, deadline);
     return doctor.run(std::move(facts));
   } catch (const std::exception& error) {

@@ -23,20 +23,6 @@ namespace dtrain::check {
 
 namespace {
 
-std::optional<std::string> lookup_env(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_invalid("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::vector<std::string> network_interfaces() {
   std::vector<std::string> names;
   if (struct if_nameindex* list = if_nameindex()) {
@@ -67,8 +53,8 @@ void check_ports(RankFacts& facts, const bootstrap::DtrainEnv& env) {
     // The bootstrap names a malformed DTRAIN_CURRENT_ENDPOINT and fails.
   }
   // The master port is opened by rank 0 (torch's TCPStore), on rank 0's node.
-  const auto master_addr = lookup_env("DTRAIN_MASTER_ADDR");
-  const auto master_port = lookup_env("DTRAIN_MASTER_PORT");
+  const auto master_addr = bootstrap::process_env("DTRAIN_MASTER_ADDR");
+  const auto master_port = bootstrap::process_env("DTRAIN_MASTER_PORT");
   if (env.rank != 0 || !master_addr || !master_port) return;
   try {
     const auto port = core::parse_unsigned(*master_port, "DTRAIN_MASTER_PORT", 1, 65535);
@@ -85,7 +71,7 @@ RankFacts probe_rank() {
   RankFacts facts;
   bootstrap::DtrainEnv env;
   try {
-    env = bootstrap::read_dtrain_env(lookup_env, read_whole_file);
+    env = bootstrap::read_dtrain_env(bootstrap::process_env, bootstrap::read_whole_file);
   } catch (const Error&) {
     // Some but not all variables: the bootstrap names the missing ones and stops.
     env.present = true;

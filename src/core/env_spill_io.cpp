@@ -34,6 +34,12 @@ void write_file(const std::string& path, const std::string& value) {
 
 }  // namespace
 
+std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
+                           std::uint32_t step_id) {
+  return base + "/dtrain-" + std::to_string(uid) + "-" + std::to_string(job_id) + "." +
+         std::to_string(step_id);
+}
+
 std::string make_step_env_dir(const std::string& base, std::uint32_t job_id,
                               std::uint32_t step_id) {
   const std::string dir = step_spill_dir(base, geteuid(), job_id, step_id);

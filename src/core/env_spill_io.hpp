@@ -10,6 +10,10 @@
 
 namespace dtrain::core {
 
+// "<base>/dtrain-<uid>-<job>.<step>": where a step's spilled values go on every node.
+std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
+                           std::uint32_t step_id);
+
 // step_spill_dir(base, euid, job, step); created 0700 when missing. An existing path must be a
 // real directory owned by the caller, or this throws dtrain::Error(kResource).
 std::string make_step_env_dir(const std::string& base, std::uint32_t job_id, std::uint32_t step_id);

@@ -72,12 +72,6 @@ void spill_oversized(NodeEnvironment& out, const std::vector<std::uint32_t>& ran
 
 }  // namespace
 
-std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
-                           std::uint32_t step_id) {
-  return base + "/dtrain-" + std::to_string(uid) + "-" + std::to_string(job_id) + "." +
-         std::to_string(step_id);
-}
-
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
                                  const NodeBindingEnv& binding,
                                  const std::function<std::string()>& spill_dir) {

@@ -38,10 +38,6 @@ struct NodeEnvironment {
   std::string spill_warning;               // said once per step when anything was spilled
 };
 
-// "<base>/dtrain-<uid>-<job>.<step>": where a step's spilled values go on every node.
-std::string step_spill_dir(const std::string& base, std::uint32_t uid, std::uint32_t job_id,
-                           std::uint32_t step_id);
-
 // `spill_dir` is called once, and only when some value is too long for execve; it returns the
 // directory its files go to (the plugin creates it there). A value shared by several tasks is
 // written once; one that differs per task gets ".<rank>" appended.

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/config.hpp"
+#include "core/env_spill_io.hpp"
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"

@@ -5,7 +5,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/buffer.hpp"
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 #include "bootstrap/nccl_backend.hpp"
 
 namespace {

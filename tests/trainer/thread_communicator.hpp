@@ -119,15 +119,10 @@ class ThreadCommunicator final : public bootstrap::Communicator {
   };
 
   static std::size_t width(DataType type) {
-    switch (type) {
-      case DataType::kFloat32:
-      case DataType::kInt32:
-        return 4;
-      case DataType::kFloat64:
-        return 8;
-      default:
-        throw std::invalid_argument("ThreadCommunicator supports float32, float64 and int32");
+    if (type == DataType::kFloat16 || type == DataType::kBFloat16) {
+      throw std::invalid_argument("ThreadCommunicator supports float32, float64 and int32");
     }
+    return bootstrap::type_size(type);
   }
 
   template <typename T>

@@ -1,4 +1,4 @@
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace dtrain::bootstrap::collectives {
 
@@ -13,7 +13,8 @@ void init_data(const DataSetup& s, HostData& data) {
   size_buffer(data.input, s.type, n);
   fill_input(s.type, std::nullopt, s.rank, 0, n, s.rep, s.nranks, data.input);
   size_buffer(data.expected, s.type, n);
-  fill_input(s.type, std::nullopt, s.root, 0, n, s.rep, s.nranks, data.expected);
+  fill_input(s.type, std::nullopt, (s.rank - 1 + s.nranks) % s.nranks, 0, n, s.rep, s.nranks,
+             data.expected);
 }
 
 Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, int /*nranks*/) {
@@ -22,15 +23,21 @@ Bandwidth bandwidth(std::size_t count, std::size_t type_size, double seconds, in
 }
 
 void run(Communicator& comm, const void* send, void* recv, std::size_t count, DataType type,
-         ReduceOp /*op*/, int root) {
-  comm.broadcast(send, recv, count, type, root);
+         ReduceOp /*op*/, int /*root*/) {
+  comm.send_recv_ring(send, recv, count, type);
 }
 
 }  // namespace
 
-const CollectiveTest& broadcast_test() {
-  static const CollectiveTest test{"broadcast", false,     true,      true,
-                                   counts,      init_data, bandwidth, run};
+const CollectiveTest& sendrecv_test() {
+  static const CollectiveTest test{.name = "sendrecv",
+                                   .uses_op = false,
+                                   .uses_root = false,
+                                   .in_place_checked = false,
+                                   .counts = counts,
+                                   .init_data = init_data,
+                                   .bandwidth = bandwidth,
+                                   .run = run};
   return test;
 }
 

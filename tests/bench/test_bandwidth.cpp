@@ -1,7 +1,7 @@
 // busbw maths against hand-computed values (nccl-tests' GetBw and GetCollByteCount).
 #include <gtest/gtest.h>
 
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 #include "bootstrap/half.hpp"
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace dtrain::bootstrap::collectives {
 
@@ -29,8 +29,14 @@ void run(Communicator& comm, const void* send, void* recv, std::size_t count, Da
 }  // namespace
 
 const CollectiveTest& all_reduce_test() {
-  static const CollectiveTest test{"all_reduce", true,      false,     true,
-                                   counts,       init_data, bandwidth, run};
+  static const CollectiveTest test{.name = "all_reduce",
+                                   .uses_op = true,
+                                   .uses_root = false,
+                                   .in_place_checked = true,
+                                   .counts = counts,
+                                   .init_data = init_data,
+                                   .bandwidth = bandwidth,
+                                   .run = run};
   return test;
 }
 

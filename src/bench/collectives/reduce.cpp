@@ -1,4 +1,4 @@
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace dtrain::bootstrap::collectives {
 
@@ -31,7 +31,14 @@ void run(Communicator& comm, const void* send, void* recv, std::size_t count, Da
 }  // namespace
 
 const CollectiveTest& reduce_test() {
-  static const CollectiveTest test{"reduce", true, true, true, counts, init_data, bandwidth, run};
+  static const CollectiveTest test{.name = "reduce",
+                                   .uses_op = true,
+                                   .uses_root = true,
+                                   .in_place_checked = true,
+                                   .counts = counts,
+                                   .init_data = init_data,
+                                   .bandwidth = bandwidth,
+                                   .run = run};
   return test;
 }
 

@@ -1,4 +1,4 @@
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace dtrain::bootstrap::collectives {
 
@@ -35,8 +35,14 @@ void run(Communicator& comm, const void* send, void* recv, std::size_t count, Da
 }  // namespace
 
 const CollectiveTest& all_gather_test() {
-  static const CollectiveTest test{"all_gather", false,     false,     true,
-                                   counts,       init_data, bandwidth, run};
+  static const CollectiveTest test{.name = "all_gather",
+                                   .uses_op = false,
+                                   .uses_root = false,
+                                   .in_place_checked = true,
+                                   .counts = counts,
+                                   .init_data = init_data,
+                                   .bandwidth = bandwidth,
+                                   .run = run};
   return test;
 }
 

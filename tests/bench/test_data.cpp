@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 #include "bootstrap/half.hpp"
 
 namespace {

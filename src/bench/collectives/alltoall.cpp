@@ -1,4 +1,4 @@
-#include "bootstrap/collectives/collective.hpp"
+#include "bench/collectives/collective.hpp"
 
 namespace dtrain::bootstrap::collectives {
 
@@ -37,8 +37,14 @@ void run(Communicator& comm, const void* send, void* recv, std::size_t count, Da
 }  // namespace
 
 const CollectiveTest& alltoall_test() {
-  static const CollectiveTest test{"alltoall", false,     false,     false,
-                                   counts,     init_data, bandwidth, run};
+  static const CollectiveTest test{.name = "alltoall",
+                                   .uses_op = false,
+                                   .uses_root = false,
+                                   .in_place_checked = false,
+                                   .counts = counts,
+                                   .init_data = init_data,
+                                   .bandwidth = bandwidth,
+                                   .run = run};
   return test;
 }
 
