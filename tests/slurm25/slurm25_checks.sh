@@ -26,8 +26,6 @@ die() {
   exit 1
 }
 
-[[ -n "${SLURM_CONF:-}" && -n "${DTRAIN_CLUSTER_DIR:-}" ]] ||
-  die "SLURM_CONF and DTRAIN_CLUSTER_DIR are not set; run through run_slurm25.sh"
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 readonly script_dir
 cluster_script="$script_dir/../../slurm/cluster.sh"
@@ -95,8 +93,13 @@ print(f"dtrain: ok: reserved ports {tasks[0][2]}: endpoints and master port come
 PYEOF
 }
 
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  usage
+  exit 0
+fi
+[[ -n "${SLURM_CONF:-}" && -n "${DTRAIN_CLUSTER_DIR:-}" ]] ||
+  die "SLURM_CONF and DTRAIN_CLUSTER_DIR are not set; run through run_slurm25.sh"
 case "${1:-}" in
-  -h | --help) usage ;;
   versions) check_versions ;;
   rejects-old-plugin)
     (($# == 2)) || die "rejects-old-plugin needs the path of a plugin built against another Slurm"
