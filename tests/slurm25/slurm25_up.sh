@@ -59,7 +59,7 @@ if ! "$script_dir/build_slurm.sh" --prefix "$prefix" --tarball "$tarball" --chec
   done
   ((${#missing[@]} == 0)) ||
     skip "building Slurm 25.11 needs ${missing[*]}: apt-get install libmunge-dev libhwloc-dev libjson-c-dev libyaml-dev libhttp-parser-dev libpmix-dev"
-  echo "dtrain: no Slurm 25.11 build in $prefix yet: building it once for this machine (about 20 minutes on 2 cores)"
+  echo "dtrain: no Slurm 25.11 build in $prefix yet: building it once for this machine (8 to 14 minutes on 2 cores)"
 fi
 # nice: the build must not slow down whatever else the machine runs (other test suites).
 prefix=$(nice -n 10 "$script_dir/build_slurm.sh" --prefix "$prefix" --tarball "$tarball" | tail -n 1)
