@@ -8,7 +8,7 @@ contract variable inherited from the caller is removed before srun. The step pas
 rank prints its OK line: ranks 0..n-1 exactly once, all with world n, spread over exactly N
 emulated nodes (distinct host names).
 
-Needs the local cluster's environment (SLURM_CONF from DIR/env.sh of slurm/cluster.sh) with the
+Needs the local cluster's environment (SLURM_CONF from DIR/env.sh of slurm/local/cluster.sh) with the
 plugin loaded by its plugstack.conf: the slurm_cluster fixture of tests/cluster and tests/plugin.
 """
 

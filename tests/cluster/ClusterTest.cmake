@@ -1,4 +1,4 @@
-# Registration of tests that need the local Slurm cluster of slurm/cluster.sh.
+# Registration of tests that need the local Slurm cluster of slurm/local/cluster.sh.
 # Included from tests/CMakeLists.txt before its subdirectories, so every test folder can call
 # dtrain_add_cluster_test(); tests/cluster/CMakeLists.txt adds the cluster_up/cluster_down fixture.
 include_guard(GLOBAL)
@@ -6,7 +6,7 @@ include_guard(GLOBAL)
 # Every emulated node has a private /tmp, so the state, the test binaries and their working
 # directories must all live outside /tmp.
 set(DTRAIN_CLUSTER_STATE_DIR ${CMAKE_BINARY_DIR}/cluster)
-set(DTRAIN_CLUSTER_SCRIPT ${PROJECT_SOURCE_DIR}/slurm/cluster.sh)
+set(DTRAIN_CLUSTER_SCRIPT ${PROJECT_SOURCE_DIR}/slurm/local/cluster.sh)
 set(DTRAIN_CLUSTER_FIXTURE slurm_cluster)
 set(DTRAIN_CLUSTER_RESOURCE_LOCK slurm_cluster)
 set(DTRAIN_CLUSTER_ENV_RUNNER ${CMAKE_CURRENT_LIST_DIR}/run_with_cluster_env.sh)

@@ -31,7 +31,7 @@ expect_line() {
 }
 
 dtrain_check_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-dtrain_cluster_sh="$dtrain_check_dir/../../slurm/cluster.sh"
+dtrain_cluster_sh="$dtrain_check_dir/../../slurm/local/cluster.sh"
 
 # The processes of jobs on the nodes: steps, tasks and batch scripts (everything but the daemons).
 job_processes() {

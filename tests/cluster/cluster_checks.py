@@ -13,7 +13,7 @@ import time
 from checklib import add_check, arg, expect, expect_equal, new_parser, read_text, run_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLUSTER_SH = os.path.join(HERE, "..", "..", "slurm", "cluster.sh")
+CLUSTER_SH = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
 
 # One line per task of cluster_checks.sh's run_step, in this order.
 TaskFacts = collections.namedtuple(

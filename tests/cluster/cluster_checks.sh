@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks of the local Slurm cluster itself (slurm/cluster.sh): cluster_checks.sh CHECK
+# Checks of the local Slurm cluster itself (slurm/local/cluster.sh): cluster_checks.sh CHECK
 # Runs with the cluster's env.sh sourced (see run_with_cluster_env.sh). Each check prints what it
 # saw and fails with a message naming the difference. This script drives srun, sbatch and the
 # daemons; cluster_checks.py reads what they printed and holds the expectations on it.
@@ -12,7 +12,7 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   exit 0
 fi
 
-cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/cluster.sh"
+cluster_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)/slurm/local/cluster.sh"
 readonly cluster_sh
 : "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
 
@@ -204,7 +204,7 @@ check_scancel_cleans_up() {
   expect_equal "state of job $job_id" "$state" "JobState=CANCELLED"
 }
 
-# The tasks of all nodes share the CPUs task by task (slurm/cluster.sh: cpu_cgroup_dir): with the
+# The tasks of all nodes share the CPUs task by task (slurm/local/cluster.sh: cpu_cgroup_dir): with the
 # kernel's autogroup on and the tasks in the root CPU cgroup, every step's tasks on a node form
 # one scheduling group, and node1's four tasks would get what node3's one gets. Prints each
 # task's CPU time over one second of spinning, for the reader; the check is the cgroup itself.

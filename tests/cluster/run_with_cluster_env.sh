@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command with the client environment of a local cluster: run_with_cluster_env.sh STATE_DIR CMD...
-# The env file is written by `slurm/cluster.sh up` (the cluster_up fixture), so SLURM_CONF and the
+# The env file is written by `slurm/local/cluster.sh up` (the cluster_up fixture), so SLURM_CONF and the
 # loopback-only Open MPI settings are defined in one place.
 set -euo pipefail
 
@@ -11,7 +11,7 @@ fi
 env_file="$1/env.sh"
 shift
 if [[ ! -f "$env_file" ]]; then
-  echo "dtrain: $env_file is missing: the cluster is not up; run slurm/cluster.sh up --state-dir $(dirname "$env_file") (the cluster_up test does)" >&2
+  echo "dtrain: $env_file is missing: the cluster is not up; run slurm/local/cluster.sh up --state-dir $(dirname "$env_file") (the cluster_up test does)" >&2
   exit 1
 fi
 # shellcheck disable=SC1090

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-cluster_sh="$(cd "$here/../.." && pwd -P)/slurm/cluster.sh"
+cluster_sh="$(cd "$here/../.." && pwd -P)/slurm/local/cluster.sh"
 readonly here cluster_sh
 : "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first}"
 readonly nodes=(node1 node2 node3 node4)

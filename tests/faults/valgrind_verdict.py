@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reads the memcheck logs of slurmstepd (slurm/cluster.sh --valgrind-stepd) and fails when an
+"""Reads the memcheck logs of slurmstepd (slurm/local/cluster.sh --valgrind-stepd) and fails when an
 error's stack has a frame of dtrain's SPANK plugin.
 
 Usage: valgrind_verdict.py LOG_DIR

@@ -57,7 +57,7 @@ prepare() {
   local header
   for header in /usr/include/CLI/CLI.hpp /usr/include/nlohmann/json.hpp /usr/include/xxhash.h \
     /usr/include/slurm/slurm.h /usr/src/googletest/CMakeLists.txt; do
-    [[ -e $header ]] || die_usage "prepare: $header is missing; install the Debian packages listed in slurm/quickstart.sh"
+    [[ -e $header ]] || die_usage "prepare: $header is missing; install the Debian packages listed in slurm/local/quickstart.sh"
   done
   if [[ -n $nccl_tests_src && ! -f $nccl_tests_src/src/all_reduce.cu ]]; then
     die_usage "prepare: --nccl-tests-src $nccl_tests_src holds no src/all_reduce.cu; pass the root of an nccl-tests source tree"

@@ -38,7 +38,7 @@ def fail(message):
 def cluster_env(state_dir):
     env_file = os.path.join(state_dir, "env.sh")
     if not os.path.isfile(env_file):
-        fail(f"{env_file} is missing: start that cluster first (slurm/cluster.sh up --state-dir {state_dir})")
+        fail(f"{env_file} is missing: start that cluster first (slurm/local/cluster.sh up --state-dir {state_dir})")
     # From a clean environment: the caller's may hold the other cluster's PATH and SLURM_*.
     base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}

@@ -28,7 +28,7 @@ die() {
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 readonly script_dir
-cluster_script="$script_dir/../../slurm/cluster.sh"
+cluster_script="$script_dir/../../slurm/local/cluster.sh"
 
 check_versions() {
   local version nodes

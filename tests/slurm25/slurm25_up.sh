@@ -86,4 +86,4 @@ echo "dtrain: plugin for Slurm 25.11 built: $plugin"
 
 # As tests/cluster's cluster_up: the plugin is in plugstack.conf from the start.
 echo "required $plugin" >"$state_dir/plugstack.conf"
-exec "$source_dir/slurm/cluster.sh" up --state-dir "$state_dir" --slurm "$prefix"
+exec "$source_dir/slurm/local/cluster.sh" up --state-dir "$state_dir" --slurm "$prefix"

@@ -9,7 +9,7 @@ Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [--plot FILE.
          [--plotter PATH] [-- TRAINER FLAGS...]
 
 Runs dtrain-trainer with srun --distributed-train --mpi=pmix on the local cluster of
-slurm/cluster.sh (source its env.sh first; spank_dtrain.so must be in its plugstack.conf):
+slurm/local/cluster.sh (source its env.sh first; spank_dtrain.so must be in its plugstack.conf):
   DDP on 1, 2, 4 and 8 ranks (-N1 -n1, -N2 -n2, -N4 -n4, -N4 -n8) and naive sync on 8 ranks,
 each configuration N times, round-robin so that a change in machine load spreads over all of
 them. Prints every command, each run's figures, and a table of medians: samples/s, scaling
@@ -82,7 +82,7 @@ if [[ -n "$plot" ]]; then
   plot_dir=$(dirname -- "$plot")
   [[ -d "$plot_dir" && -w "$plot_dir" ]] || fail "--plot $plot: cannot write to the directory $plot_dir"
 fi
-: "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first (slurm/cluster.sh up prints its path)}"
+: "${DTRAIN_CLUSTER_DIR:?dtrain: DTRAIN_CLUSTER_DIR is unset; source the cluster env.sh first (slurm/local/cluster.sh up prints its path)}"
 export OMPI_MCA_mpi_yield_when_idle=1
 
 # Every node has a private /tmp; the JSON files go where all of them and this shell can write.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The demo: dtrain on the local four-node Slurm cluster. Usage: slurm/demo.sh BUILD_DIR
-# Needs the cluster up with the plugin loaded and its env.sh sourced (slurm/quickstart.sh demo
+# The demo: dtrain on the local four-node Slurm cluster. Usage: slurm/local/demo.sh BUILD_DIR
+# Needs the cluster up with the plugin loaded and its env.sh sourced (slurm/local/quickstart.sh demo
 # does both). Exits 0 when every step worked, non-zero as soon as one fails.
 set -euo pipefail
 
@@ -15,7 +15,7 @@ readonly trainer="$build/src/trainer/dtrain-trainer"
 readonly bench="$build/src/bench/dtrain-bench"
 for tool in "$plan_tool" "$trainer" "$bench"; do
   [[ -x "$tool" ]] || {
-    echo "dtrain: demo: $tool is missing; build the tree first (slurm/quickstart.sh demo)" >&2
+    echo "dtrain: demo: $tool is missing; build the tree first (slurm/local/quickstart.sh demo)" >&2
     exit 1
   }
 done

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The README's two set-up commands for a fresh Debian 12 machine (run as root):
-#   slurm/quickstart.sh demo   install, build, start the local 4-node cluster, run the demo
-#   slurm/quickstart.sh test   install, build (normal and ASan+UBSan), run every test
+#   slurm/local/quickstart.sh demo   install, build, start the local 4-node cluster, run the demo
+#   slurm/local/quickstart.sh test   install, build (normal and ASan+UBSan), run every test
 # Both are safe to rerun and share the Release tree build/ (the test command adds build-asan/ and
 # build-fuzz/), so running one after the other builds dtrain once. The test command turns
 # compiler warnings into errors (DTRAIN_WERROR); the demo leaves that to the tree's cache.
 set -euo pipefail
 
-readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+readonly repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 readonly build="${DTRAIN_BUILD_DIR:-$repo/build}"
 readonly build_asan="${DTRAIN_ASAN_BUILD_DIR:-$repo/build-asan}"
 readonly build_fuzz="${DTRAIN_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
@@ -30,7 +30,7 @@ readonly debian_packages=(
 )
 
 usage() {
-  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 note() { echo "dtrain: $*"; }
@@ -58,7 +58,7 @@ cluster_up() {
   # The plugin is in plugstack.conf before slurmd starts, so slurmd caches the topology.
   mkdir -p "$build/cluster"
   printf 'required %s\n' "$build/spank/spank_dtrain.so" >"$build/cluster/plugstack.conf"
-  "$repo/slurm/cluster.sh" up --state-dir "$build/cluster"
+  "$repo/slurm/local/cluster.sh" up --state-dir "$build/cluster"
 }
 
 # The one build type of build/, for both commands.
@@ -70,7 +70,7 @@ run_demo() {
   cluster_up
   # shellcheck disable=SC1091
   source "$build/cluster/env.sh"
-  exec "$repo/slurm/demo.sh" "$build"
+  exec "$repo/slurm/local/demo.sh" "$build"
 }
 
 run_tests() {

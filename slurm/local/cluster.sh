@@ -12,7 +12,7 @@
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo_root=$(dirname "$script_dir")
+repo_root=$(cd "$script_dir/../.." && pwd -P)
 readonly script_dir repo_root
 readonly nodes=(node1 node2 node3 node4)
 readonly ctld_hostname=dtrain-ctld
@@ -286,7 +286,7 @@ load_options() {
 
 save_options() {
   {
-    echo "# Written by slurm/cluster.sh: the options of the last up, reused by later calls."
+    echo "# Written by slurm/local/cluster.sh: the options of the last up, reused by later calls."
     printf 'saved_plugstack=%q\n' "$plugstack"
     printf 'saved_port_base=%q\n' "$port_base"
     printf 'saved_resv_ports=%q\n' "$resv_ports"
@@ -319,7 +319,7 @@ ensure_munge() {
 
 write_hosts_file() {
   {
-    echo "# Written by slurm/cluster.sh: bind-mounted over /etc/hosts inside every node and slurmctld."
+    echo "# Written by slurm/local/cluster.sh: bind-mounted over /etc/hosts inside every node and slurmctld."
     echo "127.0.0.1 localhost $ctld_hostname"
     echo "::1 localhost ip6-localhost ip6-loopback"
     local index
@@ -346,7 +346,7 @@ write_hosts_file() {
 # the one shared loopback, and equal fallback ports of the dtrain plugin, derived from the job id.
 generate_conf() {
   cat <<EOF
-# Written by slurm/cluster.sh; regenerated on every up. Do not edit: pass options instead.
+# Written by slurm/local/cluster.sh; regenerated on every up. Do not edit: pass options instead.
 ClusterName=dtrain
 SlurmctldHost=$ctld_hostname(127.0.0.1)
 SlurmctldPort=$port_base
@@ -420,7 +420,7 @@ EOF
 # yet and crashes (tests/cluster, pmix-barrier). The ring fence waits for every node.
 generate_mpi_conf() {
   cat <<EOF
-# Written by slurm/cluster.sh; regenerated on every up (why: generate_mpi_conf in cluster.sh).
+# Written by slurm/local/cluster.sh; regenerated on every up (why: generate_mpi_conf in cluster.sh).
 PMIxCollFence=ring
 EOF
 }
@@ -429,14 +429,14 @@ EOF
 # emulated nodes share one machine, so no node may claim its cgroups (why: check_slurm_version).
 generate_cgroup_conf() {
   cat <<EOF
-# Written by slurm/cluster.sh for --slurm; regenerated on every up (why: check_slurm_version).
+# Written by slurm/local/cluster.sh for --slurm; regenerated on every up (why: check_slurm_version).
 CgroupPlugin=disabled
 EOF
 }
 
 write_env_file() {
   cat >"$env_file.new" <<EOF
-# Written by slurm/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
+# Written by slurm/local/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
 export DTRAIN_CLUSTER_DIR='$state_dir'
 export SLURM_CONF='$conf'
 # Keep Open MPI on IPv4 loopback and off UCX/OFI, which would probe the other interfaces. (Its TCP
@@ -606,7 +606,7 @@ write_valgrind_wrapper() {
   : >"$valgrind_dir/slurmstepd.real"
   {
     echo '#!/bin/sh'
-    echo "# Written by slurm/cluster.sh --valgrind-stepd: mounted over $slurmstepd_path on $valgrind_node."
+    echo "# Written by slurm/local/cluster.sh --valgrind-stepd: mounted over $slurmstepd_path on $valgrind_node."
     echo "exec $(valgrind_command) \"\$@\""
   } >"$valgrind_dir/slurmstepd.new"
   chmod 755 "$valgrind_dir/slurmstepd.new"
