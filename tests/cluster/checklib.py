@@ -47,7 +47,9 @@ def run_check(parser, show_on_failure=lambda args: ""):
         sys.exit(1)
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
+    """argparse with dtrain's error line and exit status 2."""
+
     def error(self, message):
         self.exit(2, f"dtrain: {self.prog}: {message}; see --help\n")
 
@@ -55,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
 def new_parser(description):
     """A command line of named checks (subcommands), each with its --help; add them with
     add_check."""
-    parser = _Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser, parser.add_subparsers(required=True, metavar="CHECK")
 
 

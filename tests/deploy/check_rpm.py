@@ -22,7 +22,6 @@ refuses to parse without a slurm-devel, its %files cover exactly the files the R
 `rpmbuild -ts` finds it inside a source tarball and writes a source RPM.
 Needs Debian's rpm package (rpmbuild, rpmspec, rpm2archive) and dpkg-deb.
 """
-import argparse
 import fnmatch
 import glob
 import hashlib
@@ -37,26 +36,15 @@ import tarfile
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from checklib import CheckFailed, Parser, expect  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "dtrain"
 DROP_IN = "/etc/slurm/plugstack.conf.d/dtrain.conf"
 TOOLS = ("dtrain-plan", "dtrain-check", "dtrain-bench", "dtrain-trainer")
 
 
-class CheckFailed(Exception):
-    pass
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"dtrain: {self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def expect(condition, message):
-    if not condition:
-        raise CheckFailed(message)
 
 
 def run(cmd, check=True, timeout=300, **kw):

@@ -11,7 +11,6 @@ there is copied into WORK with slurm_version.h filled in, and every SOURCE is co
 warnings) and -Werror, with WORK's headers searched first. The check fails when a SOURCE does
 not compile, or when a Slurm header it includes came from anywhere but WORK.
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -22,6 +21,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from checklib import CheckFailed, Parser  # noqa: E402
+
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VERSION_PLACEHOLDER = "#undef SLURM_VERSION_NUMBER"
 # Flags that name the object file or its dependency file; the check writes neither.
@@ -29,15 +31,6 @@ FLAGS_WITH_VALUE = {"-o", "-MT", "-MF", "-MQ"}
 FLAGS_ALONE = {"-c", "-MD", "-MMD"}
 
 
-class CheckFailed(Exception):
-    pass
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"dtrain: {self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def newest_release(headers_root, series):
