@@ -5,7 +5,9 @@
 # installation with --slurm PREFIX (a current release, built by tests/slurm25). Each daemon lives in
 # its own mount and UTS namespace with its own hostname, /tmp and /dev/shm, as on real nodes;
 # without that, PMIx directories and Open MPI shared-memory segments of different "nodes" collide.
-# Every node gets its own loopback address (nodeN = 127.0.1.N) through a bind-mounted hosts file.
+# Every node also has a network stack of its own: a network namespace joined to the host's by a veth
+# pair on a bridge, with an address from 198.18.0.0/15 (the range set aside for benchmark networks)
+# and no route anywhere else, so a wildcard bind on one node leaves the port free on the others.
 # Slurm's PMIx fences run as a ring (mpi.conf; why: generate_mpi_conf), and the daemons run in a
 # CPU cgroup of their own so that tasks, not nodes, share the CPUs (why: cpu_cgroup_dir).
 # All state lives under the state directory; nothing is written to the host's /tmp.
@@ -21,14 +23,16 @@ usage() {
   cat <<EOF
 Usage: $(basename "$0") {up|down|status|restart|ps} [options]
        $(basename "$0") {stop-node|start-node} NODE [options]
+       $(basename "$0") [options] exec NODE [--] COMMAND [ARGS...]
 
 Runs a local four-node Slurm cluster for dtrain's cluster tests: node[1-4] with 4 CPUs each in
 one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,2,1(x2) and two
-such jobs run at the same time. Every node has its own hostname, /tmp, /dev/shm and address
-(nodeN = 127.0.1.N). slurmctld listens on 127.0.0.1; slurmd, slurmstepd and srun listen on the
-wildcard address (why: generate_conf in this script) but only ever contact 127.x addresses.
-The daemons run in a CPU cgroup of their own, so that the machine's cores are shared task by
-task rather than node by node (why: cpu_cgroup_dir in this script); down removes it.
+such jobs run at the same time. Every node has its own hostname, /tmp, /dev/shm and network
+namespace: a bridge on the host carries the subnet 198.18.X.0/24 (X chosen per state directory,
+--subnet overrides), the host (slurmctld, srun) is 198.18.X.1 and nodeK is 198.18.X.1K. The
+subnet has no route off this machine. The daemons run in a CPU cgroup of their own, so that the
+machine's cores are shared task by task rather than node by node (why: cpu_cgroup_dir in this
+script). down removes the cgroup, the namespaces, the veth pairs and the bridge.
 
 Commands:
   up        start the cluster unless it already runs with the same configuration, then wait
@@ -38,6 +42,9 @@ Commands:
   restart   down, then up
   ps        list every process of the cluster, one per line: NAME PID COMMAND ARGS..., where
             NAME is slurmctld or the node (node1..node4) whose namespaces the process lives in
+  exec NODE [--] COMMAND [ARGS...]
+            run COMMAND on NODE: in its network, mount and UTS namespaces (its address, /tmp,
+            /etc/hosts and hostname), as root; for tests that act on one node from outside Slurm
   stop-node NODE   stop the slurmd of one node with SIGTERM, as stopping the slurmd service of
             a real node does; its running steps (slurmstepd and tasks) are left alone
   start-node NODE  start the slurmd of one node again (inside the namespaces of its surviving
@@ -47,10 +54,15 @@ Options:
   --state-dir DIR      where all state lives (default: \$DTRAIN_CLUSTER_DIR, else
                        <repo>/build/cluster); must not be under /tmp, which is private per node
   --plugstack FILE     PlugStackConfig to use (default: DIR/plugstack.conf, created empty)
-  --port-base N        slurmctld listens on N, slurmd of nodeK on N+K (default: derived from
-                       the state directory, in 20000-28990, so two state dirs can coexist)
+  --port-base N        slurmctld listens on N and every slurmd on N+1, each in its node's
+                       network namespace (default: derived from the state directory, in
+                       20000-28990, so two state dirs can coexist)
   --resv-ports A-B     set MpiParams=ports=A-B (Slurm reserved ports); default: not set
   --no-resv-ports      remove a previously set --resv-ports
+  --pmix-fence ring|slurm-default  how Slurm's PMIx plugin runs fences: ring (the default;
+                       why: generate_mpi_conf in this script) or Slurm's own choice, to compare
+  --subnet 198.18.X.0/24  the nodes' subnet, any /24 in 198.18.0.0/15 (default: derived from
+                       the state directory, skipping subnets that another cluster's bridge holds)
   --valgrind-stepd NODE  run every slurmstepd of NODE under valgrind memcheck: a wrapper is
                        bind-mounted over /usr/sbin/slurmstepd (PREFIX/sbin/slurmstepd
                        with --slurm) in that node's mount namespace
@@ -65,7 +77,8 @@ Options:
   -h, --help           print this help
 
 Options given to up are remembered in DIR/cluster.options for later up/restart calls.
-Clients source DIR/env.sh, which exports SLURM_CONF and loopback-only Open MPI settings:
+Clients source DIR/env.sh, which exports SLURM_CONF, the nodes' addresses and Open MPI settings
+that keep it on the cluster's subnet:
   $(basename "$0") up && . "\${DTRAIN_CLUSTER_DIR:-$repo_root/build/cluster}/env.sh" && srun -N4 -n8 hostname
 EOF
 }
@@ -85,12 +98,15 @@ opt_plugstack=""
 opt_port_base=""
 opt_resv_ports=""
 opt_no_resv_ports=0
+opt_pmix_fence=""
 opt_valgrind_node=""
 opt_valgrind_suppressions=""
 opt_no_valgrind=0
 opt_slurm_prefix=""
 opt_no_slurm=0
+opt_subnet=""
 node_argument=""
+exec_command=()
 wait_timeout=60
 
 is_node() {
@@ -104,9 +120,18 @@ is_node() {
 parse_args() {
   while (($#)); do
     case "$1" in
-      up | down | status | restart | ps | stop-node | start-node)
-        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node"
+      up | down | status | restart | ps | stop-node | start-node | exec)
+        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node|exec"
         subcommand="$1"
+        if [[ "$1" == exec ]]; then
+          (($# >= 2)) || die "exec needs a node name (one of ${nodes[*]}) and a command"
+          node_argument="$2"
+          shift 2
+          [[ "${1:-}" != -- ]] || shift
+          (($#)) || die "exec $node_argument needs a command to run there"
+          exec_command=("$@")
+          break
+        fi
         if [[ "$1" == *-node ]]; then
           if (($# < 2)) || [[ "$2" == -* ]]; then
             die "$1 needs a node name (one of ${nodes[*]}) right after it"
@@ -115,7 +140,7 @@ parse_args() {
           shift
         fi
         ;;
-      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm)
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm | --subnet | --pmix-fence)
         (($# >= 2)) || die "option $1 needs a value; see --help"
         case "$1" in
           --state-dir) state_dir="$2" ;;
@@ -126,6 +151,8 @@ parse_args() {
           --valgrind-stepd) opt_valgrind_node="$2" ;;
           --valgrind-suppressions) opt_valgrind_suppressions="$2" ;;
           --slurm) opt_slurm_prefix="$2" ;;
+          --subnet) opt_subnet="$2" ;;
+          --pmix-fence) opt_pmix_fence="$2" ;;
         esac
         shift
         ;;
@@ -140,7 +167,7 @@ parse_args() {
     esac
     shift
   done
-  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node (see --help)"
+  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node|exec (see --help)"
   if [[ -n "$node_argument" ]]; then
     is_node "$node_argument" || die "$subcommand: unknown node '$node_argument'; the nodes are ${nodes[*]}"
   fi
@@ -239,15 +266,18 @@ check_slurm_version() {
 load_options() {
   check_slurm_version
   local saved_plugstack="" saved_port_base="" saved_resv_ports="" saved_valgrind_node=""
-  local saved_valgrind_suppressions=""
+  local saved_valgrind_suppressions="" saved_net_index="" saved_pmix_fence=""
   if [[ -f "$options_file" ]]; then
     # shellcheck disable=SC1090
-    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions)=' "$options_file")
+    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|pmix_fence)=' "$options_file")
   fi
   plugstack="${opt_plugstack:-${saved_plugstack:-$state_dir/plugstack.conf}}"
   port_base="${opt_port_base:-${saved_port_base:-}}"
   resv_ports="${opt_resv_ports:-${saved_resv_ports:-}}"
   ((opt_no_resv_ports == 0)) || resv_ports=""
+  pmix_fence="${opt_pmix_fence:-${saved_pmix_fence:-ring}}"
+  [[ "$pmix_fence" == ring || "$pmix_fence" == slurm-default ]] ||
+    die "--pmix-fence '$pmix_fence' is not ring or slurm-default"
   valgrind_node="${opt_valgrind_node:-${saved_valgrind_node:-}}"
   valgrind_suppressions="${opt_valgrind_suppressions:-${saved_valgrind_suppressions:-}}"
   if ((opt_no_valgrind)); then
@@ -282,6 +312,7 @@ load_options() {
     [[ -f "$opt_plugstack" ]] || die "--plugstack '$opt_plugstack' is not a file; create it or omit the option"
   fi
   if [[ "$plugstack" == /* ]]; then :; else plugstack="$PWD/$plugstack"; fi
+  choose_net_index "$saved_net_index"
 }
 
 save_options() {
@@ -293,7 +324,173 @@ save_options() {
     printf 'saved_valgrind_node=%q\n' "$valgrind_node"
     printf 'saved_valgrind_suppressions=%q\n' "$valgrind_suppressions"
     printf 'saved_slurm_prefix=%q\n' "$slurm_prefix"
+    printf 'saved_net_index=%q\n' "$net_index"
+    printf 'saved_pmix_fence=%q\n' "$pmix_fence"
   } >"$options_file"
+}
+
+# --- The nodes' network: one namespace per node on a bridge of this state directory ---
+#
+# Each cluster takes one /24 of 198.18.0.0/15 (RFC 2544's benchmark range, which no real network
+# routes); its index I in 0-511 names everything it creates: the bridge dtrainI on the host, which
+# holds 198.18.x.1 for slurmctld and srun, and for nodeK the namespace dtrainI-nodeK with eth0 at
+# 198.18.x.1K, whose peer dtrainInK is a port of the bridge. No namespace gets a default route, and
+# the host does not forward, so nothing leaves the machine. The bridge's alias records the state
+# directory that owns it, so that two clusters never take the same subnet and down finds what a
+# crashed up left behind even without cluster.options.
+readonly net_index_count=512
+readonly node_ifname=eth0
+
+subnet_prefix() { echo "198.$((18 + $1 / 256)).$(($1 % 256))"; }
+bridge_name() { echo "dtrain$1"; }
+netns_name() { echo "dtrain$1-$2"; }
+veth_name() { echo "dtrain$1n$(($2 + 1))"; }
+node_address() { echo "$(subnet_prefix "$net_index").$((11 + $1))"; }
+host_address() { echo "$(subnet_prefix "$net_index").1"; }
+
+bridge_owner() {
+  cat "/sys/class/net/$(bridge_name "$1")/ifalias" 2>/dev/null || true
+}
+
+# True when subnet index $1 is this state directory's or nobody's: no other bridge of ours owns
+# it, and no other interface of the host holds an address in it.
+net_index_available() {
+  local index=$1 owner devices
+  owner=$(bridge_owner "$index")
+  if [[ -e "/sys/class/net/$(bridge_name "$index")" ]]; then
+    [[ "$owner" == "$state_dir" ]]
+    return
+  fi
+  devices=$(ip -4 -o addr show to "$(subnet_prefix "$index").0/24" 2>/dev/null | awk '{ print $2 }')
+  [[ -z "$devices" ]]
+}
+
+# Sets net_index: --subnet, else the one of the last up, else one derived from the state
+# directory, moving on to the next free /24 when another cluster holds it.
+choose_net_index() {
+  local saved=$1 index tries
+  if [[ -n "$opt_subnet" ]]; then
+    if [[ ! "$opt_subnet" =~ ^198\.(18|19)\.([0-9]{1,3})\.0/24$ ]] || ((10#${BASH_REMATCH[2]} > 255)); then
+      die "--subnet '$opt_subnet' is not a /24 in 198.18.0.0/15; give one like 198.18.7.0/24"
+    fi
+    index=$(((BASH_REMATCH[1] - 18) * 256 + 10#${BASH_REMATCH[2]}))
+    net_index_available "$index" ||
+      die "--subnet $opt_subnet is taken (bridge $(bridge_name "$index") of '$(bridge_owner "$index")', or another interface of this machine); pick another /24 in 198.18.0.0/15"
+    net_index=$index
+    return
+  fi
+  if [[ "$saved" =~ ^[0-9]+$ ]] && ((saved < net_index_count)) && net_index_available "$saved"; then
+    net_index=$saved
+    return
+  fi
+  index=$(($(printf '%s' "$state_dir" | cksum | cut -d' ' -f1) % net_index_count))
+  for ((tries = 0; tries < net_index_count; tries++)); do
+    if net_index_available "$index"; then
+      net_index=$index
+      return
+    fi
+    index=$(((index + 1) % net_index_count))
+  done
+  die "every /24 of 198.18.0.0/15 is taken by other clusters or interfaces; take some down first"
+}
+
+# Creates what is missing of the bridge, the namespaces and the veth pairs; keeps what exists.
+net_up() {
+  local bridge ns veth index
+  bridge=$(bridge_name "$net_index")
+  ((${#state_dir} < 256)) || die "state directory path is over 255 bytes, too long to record on bridge $bridge; use a shorter one"
+  if [[ ! -e "/sys/class/net/$bridge" ]]; then
+    ip link add "$bridge" type bridge 2>/dev/null ||
+      die "cannot create bridge $bridge (ip link add ... type bridge): the nodes need their own network namespaces, which need root and a kernel with bridge and veth support"
+  fi
+  ip link set dev "$bridge" alias "$state_dir"
+  ip addr replace "$(host_address)/24" dev "$bridge"
+  ip link set dev "$bridge" up
+  for index in "${!nodes[@]}"; do
+    ns=$(netns_name "$net_index" "${nodes[index]}")
+    veth=$(veth_name "$net_index" "$index")
+    [[ -e "/run/netns/$ns" ]] || ip netns add "$ns" || die "cannot create network namespace $ns (ip netns add)"
+    if [[ ! -e "/sys/class/net/$veth" ]]; then
+      ip -n "$ns" link del "$node_ifname" 2>/dev/null || true
+      ip link add "$veth" type veth peer name "$node_ifname" netns "$ns" ||
+        die "cannot create the veth pair $veth/$node_ifname of $ns (ip link add ... type veth)"
+    fi
+    ip link set dev "$veth" master "$bridge" up
+    ip -n "$ns" addr replace "$(node_address "$index")/24" dev "$node_ifname"
+    ip -n "$ns" link set dev "$node_ifname" up
+    ip -n "$ns" link set dev lo up
+  done
+}
+
+# The subnet indices whose bridge or namespaces belong to this state directory: the saved one
+# and any bridge whose alias names this directory.
+owned_net_indices() {
+  local saved_net_index="" alias_file
+  if [[ -f "$options_file" ]]; then
+    # shellcheck disable=SC1090
+    source <(grep -E '^saved_net_index=' "$options_file")
+  fi
+  {
+    [[ -z "$saved_net_index" ]] || echo "$saved_net_index"
+    for alias_file in /sys/class/net/dtrain*/ifalias; do
+      [[ -f "$alias_file" && "$(cat "$alias_file" 2>/dev/null)" == "$state_dir" ]] || continue
+      alias_file=${alias_file%/ifalias}
+      echo "${alias_file##*/dtrain}"
+    done
+  } | grep -E '^[0-9]+$' | sort -un
+}
+
+# Removes the veth pairs, namespaces and bridge of every subnet this state directory owns. Run
+# after stop_cluster, when no process is left inside the namespaces.
+net_down() {
+  local index node k
+  for index in $(owned_net_indices); do
+    # Only a bridge that is ours, or none at all: a saved index may since belong to another cluster.
+    if [[ -e "/sys/class/net/$(bridge_name "$index")" && "$(bridge_owner "$index")" != "$state_dir" ]]; then
+      continue
+    fi
+    for k in "${!nodes[@]}"; do
+      ip link del "$(veth_name "$index" "$k")" 2>/dev/null || true
+      node=${nodes[k]}
+      if [[ -e "/run/netns/$(netns_name "$index" "$node")" ]]; then
+        ip netns del "$(netns_name "$index" "$node")" || note "warning: cannot remove network namespace $(netns_name "$index" "$node")"
+      fi
+    done
+    ip link del "$(bridge_name "$index")" 2>/dev/null || true
+  done
+}
+
+# One line per network object of this state directory, for status.
+net_status() {
+  local index k ns veth addr
+  for index in $(owned_net_indices); do
+    if [[ -e "/sys/class/net/$(bridge_name "$index")" ]]; then
+      printf '%-14s bridge %s, %s.1/24\n' network "$(bridge_name "$index")" "$(subnet_prefix "$index")"
+    else
+      printf '%-14s bridge %s missing\n' network "$(bridge_name "$index")"
+    fi
+    for k in "${!nodes[@]}"; do
+      ns=$(netns_name "$index" "${nodes[k]}")
+      veth=$(veth_name "$index" "$k")
+      if [[ -e "/run/netns/$ns" ]]; then
+        addr=$(ip -n "$ns" -4 -o addr show dev "$node_ifname" 2>/dev/null | awk '{ print $4 }')
+        printf '%-14s netns %s, %s %s, veth %s%s\n' "${nodes[k]}" "$ns" "$node_ifname" "${addr:-without an address}" \
+          "$veth" "$([[ -e "/sys/class/net/$veth" ]] || echo ' missing')"
+      else
+        printf '%-14s netns %s missing\n' "${nodes[k]}" "$ns"
+      fi
+    done
+  done
+}
+
+# True when every running slurmd lives in its node's named network namespace; false after the
+# namespaces were removed under a running cluster, which up must then restart.
+daemons_in_their_netns() {
+  local index pid
+  for index in "${!nodes[@]}"; do
+    pid=$(daemon_pid "slurmd.${nodes[index]}") || return 1
+    [[ "$(file_identity "/proc/$pid/ns/net")" == "$(file_identity "/run/netns/$(netns_name "$net_index" "${nodes[index]}")")" ]] || return 1
+  done
 }
 
 ensure_munge() {
@@ -320,11 +517,12 @@ ensure_munge() {
 write_hosts_file() {
   {
     echo "# Written by slurm/local/cluster.sh: bind-mounted over /etc/hosts inside every node and slurmctld."
-    echo "127.0.0.1 localhost $ctld_hostname"
+    echo "127.0.0.1 localhost"
     echo "::1 localhost ip6-localhost ip6-loopback"
+    echo "$(host_address) $ctld_hostname"
     local index
     for index in "${!nodes[@]}"; do
-      echo "127.0.1.$((index + 1)) ${nodes[index]}"
+      echo "$(node_address "$index") ${nodes[index]}"
     done
   } >"$hosts_file.new"
   mv "$hosts_file.new" "$hosts_file"
@@ -332,23 +530,21 @@ write_hosts_file() {
 
 # Prints slurm.conf for the current options on stdout.
 #
-# NoCtldInAddrAny keeps slurmctld on 127.0.0.1 (its namespace hostname). slurmd, slurmstepd and
-# srun must listen on the wildcard address instead (no NoInAddrAny): with NoInAddrAny an srun binds
-# its I/O and response sockets to the address of its own hostname, while slurmstepd connects back
-# to the source address of srun's launch request, which the kernel picks from the loopback route
-# (127.0.0.1). For an srun on a node (inside a batch script: node1 = 127.0.1.1) the two differ, the
-# step's I/O connection is refused and srun hangs. Every address that is ever contacted is still a
-# 127.x one: NodeAddr, SlurmctldHost, and srun's reply address, which is the loopback source.
+# NoCtldInAddrAny keeps slurmctld, which runs in the host's network namespace, on the bridge
+# address of its hostname. slurmd, slurmstepd and srun listen on the wildcard address, as on most
+# sites: every node has a network namespace of its own, so that is its own eth0 and loopback,
+# and an srun on the host is reached back through the bridge address its requests come from.
+# Every node runs slurmd on the same port, as real nodes do.
 #
 # FirstJobId gives every cluster on this machine its own job ids (coexisting clusters have port
 # bases at least 5 apart, so 5000 ids each; at most 65531000 < Slurm's MaxJobId of 67043328).
 # Equal job ids across clusters would mean equal PMIx namespaces, hence equal Open MPI job ids on
-# the one shared loopback, and equal fallback ports of the dtrain plugin, derived from the job id.
+# one machine, and equal fallback ports of the dtrain plugin, derived from the job id.
 generate_conf() {
   cat <<EOF
 # Written by slurm/local/cluster.sh; regenerated on every up. Do not edit: pass options instead.
 ClusterName=dtrain
-SlurmctldHost=$ctld_hostname(127.0.0.1)
+SlurmctldHost=$ctld_hostname($(host_address))
 SlurmctldPort=$port_base
 SlurmdPort=$((port_base + 1))
 SlurmUser=root
@@ -405,7 +601,7 @@ NodeName=DEFAULT CPUs=4 State=UNKNOWN
 EOF
   local index
   for index in "${!nodes[@]}"; do
-    echo "NodeName=${nodes[index]} NodeHostname=${nodes[index]} NodeAddr=127.0.1.$((index + 1)) Port=$((port_base + index + 1))"
+    echo "NodeName=${nodes[index]} NodeHostname=${nodes[index]} NodeAddr=$(node_address "$index")"
   done
   echo "PartitionName=main Nodes=node[1-${#nodes[@]}] Default=YES MaxTime=INFINITE OverSubscribe=FORCE:2 State=UP"
 }
@@ -419,10 +615,12 @@ EOF
 # sends to a peer still inside it, whose TCP BTL calls a receive callback that is not registered
 # yet and crashes (tests/cluster, pmix-barrier). The ring fence waits for every node.
 generate_mpi_conf() {
-  cat <<EOF
-# Written by slurm/local/cluster.sh; regenerated on every up (why: generate_mpi_conf in cluster.sh).
-PMIxCollFence=ring
-EOF
+  echo "# Written by slurm/local/cluster.sh; regenerated on every up (why: generate_mpi_conf in cluster.sh)."
+  if [[ "$pmix_fence" == ring ]]; then
+    echo "PMIxCollFence=ring"
+  else
+    echo "# --pmix-fence slurm-default: Slurm chooses how fences run."
+  fi
 }
 
 # Prints cgroup.conf for --slurm, which Slurm reads from the directory of slurm.conf: the
@@ -435,15 +633,21 @@ EOF
 }
 
 write_env_file() {
+  local index
   cat >"$env_file.new" <<EOF
 # Written by slurm/local/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
 export DTRAIN_CLUSTER_DIR='$state_dir'
 export SLURM_CONF='$conf'
-# Keep Open MPI on IPv4 loopback and off UCX/OFI, which would probe the other interfaces. (Its TCP
-# BTL still listens on the wildcard addresses, which Open MPI 4.1 cannot restrict, but it only
-# ever connects to the nodes' 127.x addresses.)
-export OMPI_MCA_btl_tcp_if_include=lo
-export OMPI_MCA_oob_tcp_if_include=lo
+# The nodes' network: the subnet, the host's (slurmctld's and srun's) address, each node's
+# address, and the interface that carries it inside every node's namespace.
+export DTRAIN_CLUSTER_SUBNET='$(subnet_prefix "$net_index").0/24'
+export DTRAIN_CLUSTER_HOST_ADDRESS='$(host_address)'
+export DTRAIN_CLUSTER_NODE_ADDRESSES='$(for index in "${!nodes[@]}"; do printf '%s=%s ' "${nodes[index]}" "$(node_address "$index")"; done | sed 's/ $//')'
+export DTRAIN_CLUSTER_NODE_IFNAME='$node_ifname'
+# Keep Open MPI on the nodes' subnet over IPv4, and off UCX/OFI, which would probe for other
+# networks.
+export OMPI_MCA_btl_tcp_if_include='$(subnet_prefix "$net_index").0/24'
+export OMPI_MCA_oob_tcp_if_include='$(subnet_prefix "$net_index").0/24'
 export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_disable_family=6
 export OMPI_MCA_pml=ob1
@@ -651,7 +855,8 @@ remove_cpu_cgroup() {
   rmdir "$cgroup" 2>/dev/null || note "warning: CPU cgroup $cgroup still holds processes; left in place"
 }
 
-# Starts one daemon in fresh mount and UTS namespaces; it daemonizes and writes its pid file.
+# Starts one daemon in fresh mount and UTS namespaces, a slurmd in its node's network namespace
+# too (net_up made it); the daemon daemonizes and writes its pid file.
 # setsid detaches it from the caller's session (ctest, a shell), and stdio goes to a file so that
 # no caller waits on our pipes; the file keeps what a daemon says before its log file is open.
 # With JOIN_PID, the daemon enters the namespaces of that process instead: a restarted slurmd
@@ -659,25 +864,26 @@ remove_cpu_cgroup() {
 start_daemon() {
   local name="$1" hostname_in_ns="$2" join_pid="${3:-}" tmp_dir
   tmp_dir=$(daemon_tmp_dir "$name")
-  local -a daemon_cmd
+  local -a daemon_cmd net_enter=()
   local stepd_mode=native
   if [[ "$name" == slurmctld ]]; then
     # -c: start clean instead of looking for state files that start_cluster removed.
     daemon_cmd=(slurmctld -c -f "$conf")
   else
     daemon_cmd=(slurmd -f "$conf" -N "$hostname_in_ns")
+    net_enter=(nsenter "--net=/run/netns/$(netns_name "$net_index" "$hostname_in_ns")" --)
     if [[ "$hostname_in_ns" == "$valgrind_node" ]]; then
       write_valgrind_wrapper
       stepd_mode=valgrind
     fi
   fi
   if [[ -n "$join_pid" ]]; then
-    setsid nsenter --target "$join_pid" --mount --uts -- "${daemon_cmd[@]}" \
+    setsid nsenter --target "$join_pid" --mount --uts --net -- "${daemon_cmd[@]}" \
       </dev/null >>"$log_dir/$name.stdio" 2>&1 9>&-
     return
   fi
   # shellcheck disable=SC2016 # the inner script expands its own positional parameters
-  setsid unshare --mount --uts --propagation private -- /bin/sh -c '
+  setsid "${net_enter[@]}" unshare --mount --uts --propagation private -- /bin/sh -c '
     set -e
     hostname "$1"
     mount --bind "$2" /etc/hosts
@@ -713,13 +919,11 @@ wait_until_idle() {
 }
 
 start_cluster() {
-  local port
-  for ((port = port_base; port <= port_base + ${#nodes[@]}; port++)); do
-    if port_in_use "$port"; then
-      die "port $port is already in use (another cluster or service?); choose other ports with --port-base N"
-    fi
-  done
-  note "starting slurmctld and ${#nodes[@]} slurmd (ports $port_base-$((port_base + ${#nodes[@]})))"
+  # Only slurmctld listens in the host's namespace; each slurmd has its node's to itself.
+  if port_in_use "$port_base"; then
+    die "port $port_base is already in use (another cluster or service?); choose other ports with --port-base N"
+  fi
+  note "starting slurmctld ($(host_address):$port_base) and ${#nodes[@]} slurmd (port $((port_base + 1)) on $(node_address 0)-$(node_address $((${#nodes[@]} - 1))))"
   # A fresh start: no job, step socket or credential from an earlier run may survive.
   rm -rf "$state_dir/ctld" "$state_dir/spool" "$tmp_root"
   mkdir -p "$state_dir/ctld" "$run_dir" "$log_dir"
@@ -761,12 +965,15 @@ cmd_up() {
   generate_conf >"$conf.new"
   generate_mpi_conf >"$mpi_conf.new"
   ensure_munge
+  net_up
 
-  if all_daemons_running && cmp -s "$conf" "$conf.new" && cmp -s "$mpi_conf" "$mpi_conf.new"; then
+  if all_daemons_running && daemons_in_their_netns && cmp -s "$conf" "$conf.new" &&
+    cmp -s "$mpi_conf" "$mpi_conf.new"; then
     rm -f "$conf.new" "$mpi_conf.new"
     note "cluster of $state_dir already running"
   else
     stop_cluster
+    net_up
     mv "$conf.new" "$conf"
     mv "$mpi_conf.new" "$mpi_conf"
     if [[ -n "$slurm_prefix" ]]; then
@@ -791,6 +998,7 @@ cmd_status() {
       exit_status=1
     fi
   done
+  net_status
   if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
     printf '%-14s running\n' munged
   else
@@ -854,6 +1062,16 @@ cmd_start_node() {
   die "$node not back after ${wait_timeout}s (state: ${state:-no answer from slurmctld}); see $log_dir/slurmd.$node.log and slurmctld.log"
 }
 
+# Runs exec_command in the namespaces of NODE's slurmd, or of any surviving process of the node
+# while its slurmd is stopped.
+cmd_exec() {
+  local node="$1" pid
+  pid=$(daemon_pid "slurmd.$node") ||
+    pid=$(namespace_processes | awk -v node="$node" '$1 == node { print $2; exit }')
+  [[ -n "$pid" ]] || die "exec: nothing of $node runs in $state_dir; start the cluster with up first"
+  exec nsenter --target "$pid" --mount --uts --net -- "${exec_command[@]}" 9>&-
+}
+
 # One line per process of the cluster, "NAME PID COMMAND ARGS...", sorted by NAME and pid.
 cmd_ps() {
   local name pid comm args
@@ -879,6 +1097,7 @@ main() {
       require_environment
       lock_state_dir
       stop_cluster
+      net_down
       remove_cpu_cgroup
       note "cluster of $state_dir is down"
       ;;
@@ -887,6 +1106,7 @@ main() {
       lock_state_dir
       load_options
       stop_cluster
+      net_down
       cmd_up
       ;;
     status) cmd_status ;;
@@ -904,6 +1124,10 @@ main() {
       lock_state_dir
       load_options
       cmd_start_node "$node_argument"
+      ;;
+    exec)
+      require_environment
+      cmd_exec "$node_argument"
       ;;
   esac
 }

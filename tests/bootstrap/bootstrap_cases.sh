@@ -103,14 +103,15 @@ case $case_name in
   blocked-endpoint)
     # Hold the endpoint port of one rank with another process before the job starts.
     if [[ $launcher == mpirun ]]; then
-      victim=2 hold_addr=127.0.0.1 hold_port=$((base_port + 2))
+      victim=2 hold_addr=127.0.0.1 hold_port=$((base_port + 2)) hold_node=""
     else
-      victim=6 hold_addr=127.0.1.3 hold_port=$base_port  # -N4 -n8 block: rank 6 alone on node3
+      # -N4 -n8 block: rank 6 alone on node3
+      victim=6 hold_addr=$(node_address node3) hold_port=$base_port hold_node=node3
     fi
     if [[ ${DTRAIN_USE_PLUGIN:-0} == 1 ]]; then
       pin_plugin_ports "$base_port" "$work"
     fi
-    hold_port "$hold_addr" "$hold_port" "$work" || fail "could not hold $hold_addr:$hold_port"
+    hold_port "$hold_addr" "$hold_port" "$work" $hold_node || fail "could not hold $hold_addr:$hold_port"
     run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the held port was not found"
     contains "rank $victim on [^ ]+ cannot listen on $hold_addr:$hold_port: address already in use"
     contains "rank [0-9]+ on [^ ]+ (reached rank $victim's endpoint|cannot reach rank $victim at)"

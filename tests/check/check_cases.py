@@ -5,11 +5,12 @@ srun and passes what it produced; on a failure this prints the output and the JS
 """
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 from checklib import (add_check, arg, expect, expect_equal, expect_line, new_parser,  # noqa: E402
-                      read_text, run_check)
+                      node_address, read_text, run_check)
 
 
 def expect_report(what, cond):
@@ -38,15 +39,17 @@ def check_healthy(out, r, _args):
 
 def check_held_endpoint_port(out, r, args):
     base = args.base_port
-    expect_line("rank 6's port row", rf"^  6 +node3 .* 127\.0\.1\.3:{base} +IN USE", out)
+    node3 = re.escape(node_address("node3"))
+    expect_line("rank 6's port row", rf"^  6 +node3 .* {node3}:{base} +IN USE", out)
     expect_line("finding",
-                rf"^  \[problem\] endpoint-port-in-use: on node3, rank 6's endpoint 127\.0\.1\.3:{base} ", out)
+                rf"^  \[problem\] endpoint-port-in-use: on node3, rank 6's endpoint {node3}:{base} ", out)
     expect_line("fix", r"^      fix: Find the holder with .ss -ltnp", out)
     expect_report("endpoint-port-in-use names node3 and rank 6 only",
                   [(f["node"], f["rank"]) for f in r["findings"] if f["id"] == "endpoint-port-in-use"]
                   == [("node3", 6)])
-    expect_report(f"a finding names 127.0.1.3:{base} and ss -ltnp",
-                  any(f"127.0.1.3:{base}" in f["detail"] and "ss -ltnp" in f["fix"] for f in r["findings"]))
+    held = f"{node_address('node3')}:{base}"
+    expect_report(f"a finding names {held} and ss -ltnp",
+                  any(held in f["detail"] and "ss -ltnp" in f["fix"] for f in r["findings"]))
     expect_report("not healthy, exit status 1", not r["healthy"] and r["exit_status"] == 1)
 
 

@@ -51,10 +51,11 @@ case $case_name in
   held-endpoint-port)
     # A port range of one block makes the plugin's base port exactly $base (as in
     # tests/bootstrap/bootstrap_cases.sh blocked-endpoint); -N4 -n8 block puts rank 6 alone on
-    # node3 (127.0.1.3), so its endpoint is 127.0.1.3:$base.
+    # node3, so its endpoint is node3's address and $base.
     base=$(free_port_block 33)
     pin_plugin_ports "$base" "$work"
-    hold_port 127.0.1.3 "$base" "$work" || fail "could not hold 127.0.1.3:$base"
+    node3=$(node_address node3)
+    hold_port "$node3" "$base" "$work" node3 || fail "could not hold $node3:$base on node3"
     run_check --distributed-train -N4 -n8 -- --base-port "$base"
     ;;
   no-plugin)

@@ -21,8 +21,9 @@ from pathlib import Path
 CLIENTS = {"torch": "torch_client.py", "paddle": "paddle_client.py", "tf": "tf_client.py"}
 
 # Launcher side (run_local.py, cluster_client_step.py): what the tests add to the plugin's
-# environment, and which inherited variables they remove so that a client cannot pass by reading
-# something the plugin did not export.
+# environment (gloo's interface: run_local's processes share loopback, the local cluster's nodes
+# each have eth0 in a network namespace of their own), and which inherited variables they remove
+# so that a client cannot pass by reading something the plugin did not export.
 LOOPBACK_SETTINGS = {"GLOO_SOCKET_IFNAME": "lo"}
 CONTRACT_PREFIXES = ("DTRAIN_", "PADDLE_", "GROUP_", "ROLE_", "FLAGS_", "TF_", "GLOO_", "NCCL_",
                      "UCX_", "CUDA_")
@@ -38,11 +39,11 @@ EXIT_BAD_ENVIRONMENT = 2
 EXIT_HUNG = 3
 
 
-def launcher_environment(environ):
-    """environ without any contract variable, plus the loopback settings."""
+def launcher_environment(environ, settings):
+    """environ without any contract variable, plus the launcher's settings."""
     kept = {name: value for name, value in environ.items()
             if name not in CONTRACT_NAMES and not name.startswith(CONTRACT_PREFIXES)}
-    kept.update(LOOPBACK_SETTINGS)
+    kept.update(settings)
     return kept
 
 

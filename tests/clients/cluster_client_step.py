@@ -2,9 +2,10 @@
 """Cluster test: one real framework client as an 'srun --distributed-train=FRAMEWORK' step.
 
 The tasks get nothing but what the dtrain SPANK plugin exports for FRAMEWORK (plus
-GLOO_SOCKET_IFNAME=lo, CLIENT_EXIT_BARRIER_DIR where the ranks meet before they exit, and for
-TensorFlow the node bind shim, see node_bind_shim.cpp); every
-contract variable inherited from the caller is removed before srun. The step passes when every
+GLOO_SOCKET_IFNAME, the nodes' interface from the cluster's env.sh, and CLIENT_EXIT_BARRIER_DIR
+where the ranks meet before they exit); every contract variable inherited from the caller is
+removed before srun. Every node has a network stack of its own, so servers that bind the wildcard
+address (TensorFlow's gRPC) need nothing more. The step passes when every
 rank prints its OK line: ranks 0..n-1 exactly once, all with world n, spread over exactly N
 emulated nodes (distinct host names).
 
@@ -66,23 +67,19 @@ def main():
     parser.add_argument("-n", "--ntasks", type=int, required=True)
     parser.add_argument("--python", required=True,
                         help="interpreter of the client (/usr/bin/python3, or the venv's)")
-    parser.add_argument("--bind-shim", metavar="LIBRARY",
-                        help="LD_PRELOAD this node bind shim into the client tasks")
     args = parser.parse_args()
 
     try:
         required_env("SLURM_CONF")
         task = [args.python, str(CLIENT_DIR / CLIENTS[args.framework])]
-        if args.bind_shim:
-            # Through env(1), so that only the client tasks get the shim, not srun.
-            task = ["env", f"LD_PRELOAD={Path(args.bind_shim).resolve()}", *task]
         command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
                    f"-n{args.ntasks}", "--kill-on-bad-exit=1", *task]
         print("dtrain: running:", " ".join(command), flush=True)
         # The nodes' /tmp is private; the cluster's state directory is seen by all of them.
         with tempfile.TemporaryDirectory(prefix="client-exit.",
                                          dir=required_env("DTRAIN_CLUSTER_DIR")) as barrier:
-            env = launcher_environment(os.environ)
+            env = launcher_environment(
+                os.environ, {"GLOO_SOCKET_IFNAME": required_env("DTRAIN_CLUSTER_NODE_IFNAME")})
             env[EXIT_BARRIER_VARIABLE] = barrier
             try:
                 step = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True,

@@ -12,8 +12,9 @@ computed by the contract's rules (ARCHITECTURE.md section 2):
   MASTER_ADDR:MASTER_PORT = addr(node of rank 0):(base_port + max tasks per node), outside the
   endpoint range.
 
-With --nodes > 1 all emulated nodes still share this host's network stack; TensorFlow then needs
---bind-shim (see node_bind_shim.cpp), as on the emulated Slurm cluster.
+With --nodes > 1 all emulated nodes still share this host's network stack, where TensorFlow's
+gRPC servers, which bind the wildcard address, collide; run TensorFlow over several nodes on the
+local cluster instead, whose nodes each have a network stack (cluster_client_step.py).
 
 Every contract variable is removed from the inherited environment, so a client cannot pass by
 reading a variable the plugin does not export. The loopback settings the cluster tests also set
@@ -31,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from client_common import CLIENTS, EXIT_BARRIER_VARIABLE, launcher_environment
+from client_common import CLIENTS, EXIT_BARRIER_VARIABLE, LOOPBACK_SETTINGS, launcher_environment
 
 CLIENT_DIR = Path(__file__).resolve().parent
 
@@ -110,14 +111,15 @@ def main():
     parser.add_argument("--venv", default=os.environ.get("DTRAIN_CLIENT_VENV"),
                         help="venv made by setup_venv.sh (paddle, tf); default $DTRAIN_CLIENT_VENV")
     parser.add_argument("--timeout", type=float, default=240, help="seconds for the whole run")
-    parser.add_argument("--bind-shim", metavar="LIBRARY",
-                        help="LD_PRELOAD the node bind shim (libdtrain_node_bind_shim.so) so "
-                             "wildcard binds stay on each emulated node's address")
     parser.add_argument("--extra-env", action="append", default=[], metavar="NAME=VALUE",
                         help="add a variable to every task (to try what a framework needs)")
     args = parser.parse_args()
     if args.ntasks < 2 or not 1 <= args.nodes <= args.ntasks:
         parser.error("need -n >= 2 and 1 <= -N <= -n")
+    if args.framework == "tf" and args.nodes > 1:
+        parser.error("tf with --nodes > 1: the emulated nodes share one network stack, where "
+                     "TensorFlow's wildcard-bound servers collide; use the local cluster "
+                     "(cluster_client_step.py) for several nodes")
     if args.framework == "torch":
         python = "/usr/bin/python3"
     elif not args.venv:
@@ -126,11 +128,9 @@ def main():
     else:
         python = str(Path(args.venv) / "bin" / "python")
 
-    base_env = launcher_environment(os.environ)
+    base_env = launcher_environment(os.environ, LOOPBACK_SETTINGS)
     barrier = tempfile.TemporaryDirectory(prefix="dtrain-client-exit.")
     base_env[EXIT_BARRIER_VARIABLE] = barrier.name
-    if args.bind_shim:
-        base_env["LD_PRELOAD"] = str(Path(args.bind_shim).resolve())
     for item in args.extra_env:
         name, _, value = item.partition("=")
         base_env[name] = value

@@ -4,7 +4,7 @@
 Run with Debian's python3-torch (/usr/bin/python3). Reads RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT as exported by the dtrain SPANK plugin;
 init_process_group('gloo', init_method='env://') reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
-itself. The test sets GLOO_SOCKET_IFNAME=lo so gloo stays on loopback.
+itself. The launchers set GLOO_SOCKET_IFNAME to the interface between the (emulated) nodes.
 
 Checks: all_reduce of rank+1 equals n(n+1)/2; broadcast_object_list delivers rank 0's object to
 every rank; the (GROUP_RANK, LOCAL_RANK, LOCAL_WORLD_SIZE) triples gathered from all ranks give

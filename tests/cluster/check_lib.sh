@@ -93,11 +93,23 @@ restore_plugstack() {
   cp "$save_dir/plugstack.saved" "${DTRAIN_CLUSTER_DIR:?}/plugstack.conf"
 }
 
-# hold_port ADDR PORT FLAG_DIR: another process listens on ADDR:PORT (for 300 s at most) and
-# this returns once it does; its pid is left in holder_pid for the caller to kill.
+# node_address NODE: NODE's address on the local cluster's subnet (from env.sh).
+node_address() {
+  local entry
+  for entry in ${DTRAIN_CLUSTER_NODE_ADDRESSES:?source the cluster\'s env.sh}; do
+    [[ ${entry%%=*} == "$1" ]] && echo "${entry#*=}" && return 0
+  done
+  fail "no address for node '$1' in DTRAIN_CLUSTER_NODE_ADDRESSES ($DTRAIN_CLUSTER_NODE_ADDRESSES)"
+}
+
+# hold_port ADDR PORT FLAG_DIR [NODE]: another process listens on ADDR:PORT (for 300 s at most),
+# on NODE of the local cluster (in its network namespace) when given, and this returns once it
+# does; its pid is left in holder_pid for the caller to kill.
 hold_port() {
-  local addr="$1" port="$2" flag="$3/held.$2"
-  python3 -c "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); open(sys.argv[3],'w').close(); time.sleep(300)" \
+  local addr="$1" port="$2" flag="$3/held.$2" node="${4:-}"
+  local -a on_node=()
+  [[ -z $node ]] || on_node=("$dtrain_cluster_sh" exec "$node" --state-dir "${DTRAIN_CLUSTER_DIR:?}" --)
+  "${on_node[@]}" python3 -c "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); open(sys.argv[3],'w').close(); time.sleep(300)" \
     "$addr" "$port" "$flag" &
   # shellcheck disable=SC2034 # the caller kills it
   holder_pid=$!

@@ -4,6 +4,7 @@ main that runs one named check (imported, not run; tests/check adds this folder 
 Bash scripts drive srun and the cluster; these checks read what they captured.
 """
 import argparse
+import os
 import re
 import sys
 
@@ -29,6 +30,15 @@ def expect_line(what, pattern, text):
     expect(found, f"{what}: no line matches /{pattern}/ in:\n{text}")
     line_start = text.rfind("\n", 0, found.start()) + 1
     print(f"dtrain: ok: {what}: {text[line_start:].splitlines()[0][:160]}")
+
+
+def node_address(node):
+    """The address of a node of the local cluster, from DTRAIN_CLUSTER_NODE_ADDRESSES (env.sh)."""
+    entries = os.environ.get("DTRAIN_CLUSTER_NODE_ADDRESSES", "")
+    addresses = dict(entry.split("=", 1) for entry in entries.split() if "=" in entry)
+    expect(node in addresses, f"no address for {node} in DTRAIN_CLUSTER_NODE_ADDRESSES={entries!r}; "
+           "source the cluster's env.sh")
+    return addresses[node]
 
 
 def read_text(path):

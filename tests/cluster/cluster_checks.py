@@ -10,7 +10,8 @@ import re
 import subprocess
 import time
 
-from checklib import add_check, arg, expect, expect_equal, new_parser, read_text, run_check
+from checklib import (add_check, arg, expect, expect_equal, new_parser, node_address, read_text,
+                      run_check)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTER_SH = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
@@ -48,17 +49,18 @@ def ranks_on(tasks, node):
 
 def check_node_isolation(tasks, nodes):
     """The nodes must look like separate machines: own hostname, /tmp, /dev/shm and address."""
+    addresses = {node: node_address(node) for node in ("node1", "node2", "node3", "node4")}
     listing = "\n".join(" ".join(t) for t in tasks)
     expect(all(t.hostname == t.node for t in tasks),
            f"a task's hostname differs from SLURMD_NODENAME:\n{listing}")
     expect_equal("distinct hostnames", distinct(tasks, "hostname"), nodes)
     expect_equal("distinct /tmp directories", distinct(tasks, "tmp_identity"), nodes)
     expect_equal("distinct /dev/shm mounts", distinct(tasks, "shm_device"), nodes)
-    expect(all(t.own_address == "127.0.1." + t.node.removeprefix("node") for t in tasks),
-           f"a node's own name does not resolve to 127.0.1.N inside it:\n{listing}")
-    expect(all(t.node3_address == "127.0.1.3" for t in tasks),
-           f"node3 does not resolve to 127.0.1.3 on every node:\n{listing}")
-    print("dtrain: ok: every node has its own hostname, /tmp, /dev/shm and 127.0.1.N address")
+    expect(all(t.own_address == addresses[t.node] for t in tasks),
+           f"a node's own name does not resolve to its address {addresses} inside it:\n{listing}")
+    expect(all(t.node3_address == addresses["node3"] for t in tasks),
+           f"node3 does not resolve to {addresses['node3']} on every node:\n{listing}")
+    print(f"dtrain: ok: every node has its own hostname, /tmp, /dev/shm and address ({addresses})")
 
 
 def check_step_layout(args):

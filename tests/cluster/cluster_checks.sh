@@ -7,7 +7,7 @@ set -euo pipefail
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   sed -n '2,5p' "$0" | cut -c3-
-  echo "CHECK: block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery,"
+  echo "CHECK: wildcard-bind, network-lifecycle, block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery,"
   echo "       sbatch-steps MPI_CHECK, scancel-cleans-up, cpu-share, pmix-barrier CHECKER -N<n> -n<n> SLOW_RANK"
   exit 0
 fi
@@ -143,7 +143,7 @@ remove_work_dir() {
   rm -rf -- "$work_dir"
 }
 
-# srun inside a batch script runs on node1 (127.0.1.1) and must get its steps' I/O, including an
+# srun inside a batch script runs on node1 (in its network namespace) and must get its steps' I/O, including an
 # MPI step over PMIx, from every node.
 check_sbatch_steps() {
   local mpi_check="$1" status=0
@@ -237,7 +237,78 @@ print(round(time.process_time(), 2))")
   checks_py cpu-share <(echo "$tasks")
 }
 
+# Every node has a network stack of its own: one task per node binds the same port on the
+# wildcard address (which on a shared stack only the first could), waits until all four hold
+# it, then reaches the next node's listener through that node's name.
+check_wildcard_bind() {
+  local port out
+  port=$(free_port_block 1)
+  make_work_dir wildcard-bind
+  # shellcheck disable=SC2016 # expanded by each task
+  out=$(srun --kill-on-bad-exit=1 -N4 -n4 --ntasks-per-node=1 /usr/bin/python3 -c '
+import os, socket, sys, time
+port, markers = int(sys.argv[1]), sys.argv[2]
+node, rank = os.environ["SLURMD_NODENAME"], int(os.environ["SLURM_PROCID"])
+server = socket.socket()
+try:
+    server.bind(("", port))
+except OSError as e:
+    sys.exit(f"{node}: cannot bind 0.0.0.0:{port}: {e}")
+server.listen()
+open(os.path.join(markers, node), "w").close()
+deadline = time.monotonic() + 60
+while len(os.listdir(markers)) < 4 and time.monotonic() < deadline:
+    time.sleep(0.05)
+peer = f"node{(rank + 1) % 4 + 1}"
+with socket.create_connection((peer, port), timeout=10) as c:
+    print(f"{node} bound 0.0.0.0:{port} and reached {peer} at {c.getpeername()[0]}:{port}")
+server.settimeout(30)
+server.accept()[0].close()
+time.sleep(1)
+' "$port" "$work_dir" 2>&1) || fail "a wildcard bind or a connection between nodes failed:"$'\n'"$out"
+  echo "$out"
+  expect_equal "nodes that bound 0.0.0.0:$port at once" "$(grep -c ' bound 0.0.0.0' <<<"$out")" 4
+}
+
+# A second cluster beside the first gets its own subnet; status lists its namespaces; and down
+# removes every namespace, veth and bridge even after its daemons were killed and its options
+# file lost, as after a crash.
+check_network_lifecycle() {
+  local second status_out leftovers
+  second=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" second-cluster.XXXXXX)
+  trap '"$cluster_sh" down --state-dir "$second" >/dev/null 2>&1 || true; rm -rf -- "$second"' EXIT
+  "$cluster_sh" up --state-dir "$second"
+  status_out=$("$cluster_sh" status --state-dir "$second") || fail "status of the second cluster:"$'\n'"$status_out"
+  echo "$status_out"
+  local first_subnet=$DTRAIN_CLUSTER_SUBNET second_subnet
+  # shellcheck disable=SC1091
+  second_subnet=$(source "$second/env.sh" && echo "$DTRAIN_CLUSTER_SUBNET")
+  [[ $second_subnet != "$first_subnet" ]] || fail "both clusters took the subnet $first_subnet"
+  echo "dtrain: ok: the clusters have the subnets $first_subnet and $second_subnet"
+  local bridge
+  bridge=$(awk '$1 == "network" { print $3; exit }' <<<"$status_out")
+  bridge=${bridge%,}
+  [[ $bridge == dtrain* ]] || fail "status names no bridge:"$'\n'"$status_out"
+  expect_equal "network namespaces in status" "$(grep -c ' netns dtrain' <<<"$status_out")" 4
+  local ns routes
+  while read -r ns; do
+    routes=$(ip -n "$ns" route show)
+    ! grep -q '^default' <<<"$routes" || fail "$ns has a default route:"$'\n'"$routes"
+  done < <(awk '$2 == "netns" { sub(/,$/, "", $3); print $3 }' <<<"$status_out")
+  echo "dtrain: ok: no namespace has a default route"
+  # The crash: every process of the second cluster dies at once, and its options are lost.
+  # shellcheck disable=SC2046
+  kill -KILL $("$cluster_sh" ps --state-dir "$second" | awk '{ print $2 }') 2>/dev/null || true
+  rm -f "$second/cluster.options"
+  "$cluster_sh" down --state-dir "$second"
+  leftovers=$({ ip -br link show | awk -v b="$bridge" '$1 == b || index($1, b "n") == 1'; ip netns list | grep "^$bridge-" || true; })
+  [[ -z $leftovers ]] || fail "down left network objects of $bridge behind:"$'\n'"$leftovers"
+  echo "dtrain: ok: down removed bridge $bridge, its veth pairs and its namespaces"
+}
+
 case "${1:-}" in
+  wildcard-bind) check_wildcard_bind ;;
+  network-lifecycle) check_network_lifecycle ;;
   block-layout) check_block_layout ;;
   cyclic-layout) check_cyclic_layout ;;
   concurrent-jobs) check_concurrent_jobs ;;
@@ -249,5 +320,5 @@ case "${1:-}" in
   pmix-barrier) check_pmix_barrier "${2:?dtrain: pmix-barrier needs the path of dtrain_pmix_barrier_check}" \
     "${3:?dtrain: pmix-barrier needs -N<nodes>}" "${4:?dtrain: pmix-barrier needs -n<tasks>}" \
     "${5:?dtrain: pmix-barrier needs the slow rank}" ;;
-  *) fail "unknown check '${1:-}'; use block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps, scancel-cleans-up, cpu-share or pmix-barrier" ;;
+  *) fail "unknown check '${1:-}'; use wildcard-bind, network-lifecycle, block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery, sbatch-steps, scancel-cleans-up, cpu-share or pmix-barrier" ;;
 esac

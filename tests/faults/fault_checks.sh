@@ -201,7 +201,7 @@ resource_counts() {
     processes=$("$cluster_sh" ps --state-dir "$DTRAIN_CLUSTER_DIR" | awk -v node="$node" '$1 == node' | wc -l)
     tmp_files=$(find "$DTRAIN_CLUSTER_DIR/tmp/$node" -mindepth 1 | wc -l)
     shm_entries=$(nsenter --target "$pid" --mount -- find /dev/shm -mindepth 1 | wc -l)
-    ports=$(ss -Hltn "src 127.0.1.$((index + 1))" | wc -l)
+    ports=$(nsenter --target "$pid" --net -- ss -Hltn | wc -l)
     echo "$node processes=$processes tmp_files=$tmp_files shm_entries=$shm_entries listening_ports=$ports"
   done
 }
