@@ -119,20 +119,16 @@ is_node() {
 
 parse_args() {
   while (($#)); do
+    # The command of exec starts at its first word after NODE that is not an option.
+    if [[ "$subcommand" == exec && -n "$node_argument" && "$1" != -* ]]; then
+      exec_command=("$@")
+      break
+    fi
     case "$1" in
       up | down | status | restart | ps | stop-node | start-node | exec)
         [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node|exec"
         subcommand="$1"
-        if [[ "$1" == exec ]]; then
-          (($# >= 2)) || die "exec needs a node name (one of ${nodes[*]}) and a command"
-          node_argument="$2"
-          shift 2
-          [[ "${1:-}" != -- ]] || shift
-          (($#)) || die "exec $node_argument needs a command to run there"
-          exec_command=("$@")
-          break
-        fi
-        if [[ "$1" == *-node ]]; then
+        if [[ "$1" == *-node || "$1" == exec ]]; then
           if (($# < 2)) || [[ "$2" == -* ]]; then
             die "$1 needs a node name (one of ${nodes[*]}) right after it"
           fi
@@ -156,6 +152,12 @@ parse_args() {
         esac
         shift
         ;;
+      --)
+        [[ "$subcommand" == exec ]] || die "'--' only goes before the command of exec"
+        shift
+        exec_command=("$@")
+        break
+        ;;
       --no-resv-ports) opt_no_resv_ports=1 ;;
       --no-valgrind-stepd) opt_no_valgrind=1 ;;
       --no-slurm) opt_no_slurm=1 ;;
@@ -167,6 +169,9 @@ parse_args() {
     esac
     shift
   done
+  if [[ "$subcommand" == exec ]] && ((${#exec_command[@]} == 0)); then
+    die "exec $node_argument needs a command to run there"
+  fi
   [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node|exec (see --help)"
   if [[ -n "$node_argument" ]]; then
     is_node "$node_argument" || die "$subcommand: unknown node '$node_argument'; the nodes are ${nodes[*]}"

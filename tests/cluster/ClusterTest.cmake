@@ -16,14 +16,31 @@ if(CMAKE_BINARY_DIR MATCHES "^/tmp(/|$)")
                   "Configure with -B outside /tmp.")
 endif()
 
+# The site profiles (slurm/local/cluster.sh --profile) whose cluster runs the tests a folder
+# registers: `default` (build/cluster, fixture slurm_cluster) unless the folder sets
+# DTRAIN_CLUSTER_PROFILES before registering, as tests/CMakeLists.txt does for the suites that
+# must also pass on `site`. Profile P other than default runs in build/cluster-P with fixture
+# slurm_cluster_P (tests/cluster/CMakeLists.txt), and its tests' names end in _P.
+set(DTRAIN_CLUSTER_PROFILES default)
+
+function(dtrain_cluster_profile_state_dir profile out)
+  if(profile STREQUAL "default")
+    set(${out} ${DTRAIN_CLUSTER_STATE_DIR} PARENT_SCOPE)
+  else()
+    set(${out} ${DTRAIN_CLUSTER_STATE_DIR}-${profile} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # dtrain_add_cluster_test(NAME name COMMAND cmd [args...] [TIMEOUT seconds]
-#                         [WORKING_DIRECTORY dir] [LABELS label...] [ENVIRONMENT VAR=value...])
-# Runs COMMAND with the cluster's env.sh sourced (SLURM_CONF, loopback-only Open MPI), after the
-# cluster_up fixture and one cluster test at a time. COMMAND is not the first word of add_test's
+#                         [WORKING_DIRECTORY dir] [LABELS label...] [ENVIRONMENT VAR=value...]
+#                         [SKIP_RETURN_CODE code] [FIXTURES_REQUIRED fixture...])
+# Runs COMMAND with the cluster's env.sh sourced (SLURM_CONF, the nodes' addresses, Open MPI on
+# their subnet), after the cluster fixture and one cluster test at a time, once per profile of
+# DTRAIN_CLUSTER_PROFILES (label profile-P). COMMAND is not the first word of add_test's
 # command, so refer to targets as $<TARGET_FILE:target>.
 function(dtrain_add_cluster_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT;WORKING_DIRECTORY"
-                        "COMMAND;LABELS;ENVIRONMENT")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE"
+                        "COMMAND;LABELS;ENVIRONMENT;FIXTURES_REQUIRED")
   if(NOT arg_NAME OR NOT arg_COMMAND)
     message(FATAL_ERROR "dtrain_add_cluster_test: NAME and COMMAND are required")
   endif()
@@ -37,15 +54,29 @@ function(dtrain_add_cluster_test)
   if(NOT arg_WORKING_DIRECTORY)
     set(arg_WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   endif()
-  add_test(NAME ${arg_NAME}
-           COMMAND ${DTRAIN_CLUSTER_ENV_RUNNER} ${DTRAIN_CLUSTER_STATE_DIR} ${arg_COMMAND}
-           WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
-  set_tests_properties(${arg_NAME} PROPERTIES
-    LABELS "cluster;${arg_LABELS}"
-    FIXTURES_REQUIRED ${DTRAIN_CLUSTER_FIXTURE}
-    RESOURCE_LOCK ${DTRAIN_CLUSTER_RESOURCE_LOCK}
-    TIMEOUT ${arg_TIMEOUT})
-  if(arg_ENVIRONMENT)
-    set_property(TEST ${arg_NAME} APPEND PROPERTY ENVIRONMENT ${arg_ENVIRONMENT})
-  endif()
+  foreach(profile IN LISTS DTRAIN_CLUSTER_PROFILES)
+    dtrain_cluster_profile_state_dir(${profile} state_dir)
+    if(profile STREQUAL "default")
+      set(name ${arg_NAME})
+      set(fixture ${DTRAIN_CLUSTER_FIXTURE})
+    else()
+      set(name ${arg_NAME}_${profile})
+      set(fixture ${DTRAIN_CLUSTER_FIXTURE}_${profile})
+    endif()
+    set(fixtures ${fixture} ${arg_FIXTURES_REQUIRED})
+    add_test(NAME ${name}
+             COMMAND ${DTRAIN_CLUSTER_ENV_RUNNER} ${state_dir} ${arg_COMMAND}
+             WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
+    set_tests_properties(${name} PROPERTIES
+      LABELS "cluster;profile-${profile};${arg_LABELS}"
+      FIXTURES_REQUIRED "${fixtures}"
+      RESOURCE_LOCK ${DTRAIN_CLUSTER_RESOURCE_LOCK}
+      TIMEOUT ${arg_TIMEOUT})
+    if(arg_ENVIRONMENT)
+      set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT ${arg_ENVIRONMENT})
+    endif()
+    if(DEFINED arg_SKIP_RETURN_CODE)
+      set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${arg_SKIP_RETURN_CODE})
+    endif()
+  endforeach()
 endfunction()

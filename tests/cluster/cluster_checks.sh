@@ -274,7 +274,8 @@ time.sleep(1)
 # removes every namespace, veth and bridge even after its daemons were killed and its options
 # file lost, as after a crash.
 check_network_lifecycle() {
-  local second status_out leftovers
+  local status_out leftovers
+  # Global: the EXIT trap runs after this function returned.
   second=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" second-cluster.XXXXXX)
   trap '"$cluster_sh" down --state-dir "$second" >/dev/null 2>&1 || true; rm -rf -- "$second"' EXIT
   "$cluster_sh" up --state-dir "$second"

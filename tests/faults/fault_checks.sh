@@ -146,7 +146,7 @@ check_endpoint_port_held() {
   ((status != 124)) || fail "the step still ran after 120 s"
   ((status != 0)) || fail "the bootstrap succeeded although rank 6's endpoint port was held"
   held=$(sed -n 's/^hold_endpoint.py: rank 6 on node3: holding //p' <<<"$out")
-  [[ "$held" =~ ^127\.0\.1\.3:[0-9]+$ ]] || fail "the holder did not report holding rank 6's endpoint on node3"
+  [[ "$held" == "$(node_address node3)":* ]] || fail "the holder did not report holding rank 6's endpoint on node3"
   expect_line "the preflight names node and port" \
     "rank 6 on node3 cannot listen on ${held//./\\.}: address already in use" "$out"
   expect_line "and how to find the holder" "ss -ltnp 'sport = :${held##*:}'\" on node3" "$out"
