@@ -18,6 +18,9 @@ repo_root=$(cd "$script_dir/../.." && pwd -P)
 readonly script_dir repo_root
 readonly nodes=(node1 node2 node3 node4)
 readonly ctld_hostname=dtrain-ctld
+# Site profiles (--profile): each names the features of real sites' slurm.conf it turns on.
+readonly profile_names=(default reserved-ports pack cgroup tmpfs gres debian-hosts site)
+readonly gres_gpus_per_node=4
 
 usage() {
   cat <<EOF
@@ -73,6 +76,21 @@ Options:
                        slurmstepd and plugins; 24.05 or later) instead of Debian's; env.sh then
                        puts PREFIX/bin first in PATH, so clients use its srun and sbatch
   --no-slurm           go back to Debian's Slurm after an earlier --slurm
+  --profile NAME       the site features to configure (default: default):
+                       default         what the tests use: no cgroups, no gres, one hosts file
+                       reserved-ports  MpiParams=ports=A-B (--resv-ports, else a range derived
+                                       from the port base), so steps get SLURM_STEP_RESV_PORTS
+                       pack            SelectTypeParameters=CR_Core,CR_Pack_Nodes
+                       cgroup          task/cgroup,task/affinity with ConstrainCores=yes and
+                                       proctrack/cgroup (cgroup.conf)
+                       tmpfs           job_container/tmpfs: every job gets a private /tmp
+                       gres            GresTypes=gpu, $gres_gpus_per_node gpus per node (gres.conf), backed by
+                                       character devices made in each node's mount namespace
+                       debian-hosts    node1's /etc/hosts maps node1 to 127.0.1.1, as Debian's
+                                       installer writes it; the other nodes map it to its address
+                       site            all of the above but debian-hosts
+                       A profile that this machine's Slurm cannot run still starts; up then
+                       prints Slurm's error and what the profile would need, and exits 1.
   --timeout SECONDS    how long up waits for idle nodes (default: 60)
   -h, --help           print this help
 
@@ -105,6 +123,7 @@ opt_no_valgrind=0
 opt_slurm_prefix=""
 opt_no_slurm=0
 opt_subnet=""
+opt_profile=""
 node_argument=""
 exec_command=()
 wait_timeout=60
@@ -136,7 +155,7 @@ parse_args() {
           shift
         fi
         ;;
-      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm | --subnet | --pmix-fence)
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm | --subnet | --pmix-fence | --profile)
         (($# >= 2)) || die "option $1 needs a value; see --help"
         case "$1" in
           --state-dir) state_dir="$2" ;;
@@ -149,6 +168,7 @@ parse_args() {
           --slurm) opt_slurm_prefix="$2" ;;
           --subnet) opt_subnet="$2" ;;
           --pmix-fence) opt_pmix_fence="$2" ;;
+          --profile) opt_profile="$2" ;;
         esac
         shift
         ;;
@@ -197,8 +217,15 @@ setup_paths() {
     exit 1
   fi
   conf="$state_dir/slurm.conf"
-  mpi_conf="$state_dir/mpi.conf"
-  cgroup_conf="$state_dir/cgroup.conf"
+  # shellcheck disable=SC2034 # read by name through generated_configs
+  {
+    mpi_conf="$state_dir/mpi.conf"
+    cgroup_conf="$state_dir/cgroup.conf"
+    gres_conf="$state_dir/gres.conf"
+    job_container_conf="$state_dir/job_container.conf"
+  }
+  job_container_dir="$state_dir/jobcontainer"
+  gres_dev_dir="$state_dir/gres-dev"
   hosts_file="$state_dir/hosts"
   env_file="$state_dir/env.sh"
   options_file="$state_dir/cluster.options"
@@ -271,11 +298,13 @@ check_slurm_version() {
 load_options() {
   check_slurm_version
   local saved_plugstack="" saved_port_base="" saved_resv_ports="" saved_valgrind_node=""
-  local saved_valgrind_suppressions="" saved_net_index="" saved_pmix_fence=""
+  local saved_valgrind_suppressions="" saved_net_index="" saved_pmix_fence="" saved_profile=""
   if [[ -f "$options_file" ]]; then
     # shellcheck disable=SC1090
-    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|pmix_fence)=' "$options_file")
+    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|pmix_fence|profile)=' "$options_file")
   fi
+  profile="${opt_profile:-${saved_profile:-default}}"
+  is_profile "$profile" || die "--profile '$profile' is not one of: ${profile_names[*]}"
   plugstack="${opt_plugstack:-${saved_plugstack:-$state_dir/plugstack.conf}}"
   port_base="${opt_port_base:-${saved_port_base:-}}"
   resv_ports="${opt_resv_ports:-${saved_resv_ports:-}}"
@@ -313,11 +342,43 @@ load_options() {
     ((high < port_base || low > port_base + ${#nodes[@]})) ||
       die "--resv-ports '$resv_ports' overlaps the daemon ports $port_base-$((port_base + ${#nodes[@]})); move one of them"
   fi
+  effective_resv_ports="$resv_ports"
+  if [[ -z "$effective_resv_ports" ]] && profile_has reserved-ports; then
+    effective_resv_ports=$(derived_resv_ports)
+  fi
   if [[ -n "$opt_plugstack" ]]; then
     [[ -f "$opt_plugstack" ]] || die "--plugstack '$opt_plugstack' is not a file; create it or omit the option"
   fi
   if [[ "$plugstack" == /* ]]; then :; else plugstack="$PWD/$plugstack"; fi
   choose_net_index "$saved_net_index"
+}
+
+is_profile() {
+  local name
+  for name in "${profile_names[@]}"; do
+    [[ "$1" == "$name" ]] && return 0
+  done
+  return 1
+}
+
+# profile_has FEATURE: the chosen profile turns FEATURE (a profile name other than default and
+# site) on; site is every feature but debian-hosts, which would break the others' name lookups.
+profile_has() {
+  [[ "$profile" == "$1" ]] && return 0
+  [[ "$profile" == site && "$1" != debian-hosts ]]
+}
+
+# The reserved-ports range when --resv-ports is not given: 100 ports in 29000-32699, between
+# the derived daemon ports (20000-28994) and the kernel's ephemeral ports (usually from 32768),
+# chosen by the port base so that two clusters get different ranges. A --port-base whose daemon
+# ports reach 29000 takes the 100 ports right above its daemon ports instead.
+derived_resv_ports() {
+  local low=$((29000 + (port_base / 10 % 37) * 100))
+  if ((port_base + ${#nodes[@]} >= 29000)); then
+    low=$((port_base + 10))
+  fi
+  ((low + 99 <= 65535)) || die "--port-base $port_base leaves no room for the reserved-ports range; pass --resv-ports A-B"
+  echo "$low-$((low + 99))"
 }
 
 save_options() {
@@ -331,6 +392,7 @@ save_options() {
     printf 'saved_slurm_prefix=%q\n' "$slurm_prefix"
     printf 'saved_net_index=%q\n' "$net_index"
     printf 'saved_pmix_fence=%q\n' "$pmix_fence"
+    printf 'saved_profile=%q\n' "$profile"
   } >"$options_file"
 }
 
@@ -519,18 +581,43 @@ ensure_munge() {
   die "munged started but does not answer; see /var/log/munge/munged.log"
 }
 
-write_hosts_file() {
-  {
-    echo "# Written by slurm/local/cluster.sh: bind-mounted over /etc/hosts inside every node and slurmctld."
-    echo "127.0.0.1 localhost"
-    echo "::1 localhost ip6-localhost ip6-loopback"
-    echo "$(host_address) $ctld_hostname"
-    local index
-    for index in "${!nodes[@]}"; do
-      echo "$(node_address "$index") ${nodes[index]}"
-    done
-  } >"$hosts_file.new"
-  mv "$hosts_file.new" "$hosts_file"
+# The node whose hosts file the debian-hosts profile writes as Debian's installer does.
+readonly debian_hosts_node=node1
+
+# Prints the hosts file of daemon $1 (slurmctld or slurmd.NODE). With debian-hosts, the node
+# debian_hosts_node names itself 127.0.1.1 instead of its address, as Debian's installer writes
+# /etc/hosts for a machine without a static address in DNS; every other node has the real one.
+hosts_file_content() {
+  local own_node=${1#slurmd.} index
+  echo "# Written by slurm/local/cluster.sh: bind-mounted over /etc/hosts inside $1."
+  echo "127.0.0.1 localhost"
+  if profile_has debian-hosts && [[ "$own_node" == "$debian_hosts_node" ]]; then
+    echo "127.0.1.1 $own_node"
+  fi
+  echo "::1 localhost ip6-localhost ip6-loopback"
+  echo "$(host_address) $ctld_hostname"
+  for index in "${!nodes[@]}"; do
+    if profile_has debian-hosts && [[ "$own_node" == "$debian_hosts_node" && "${nodes[index]}" == "$own_node" ]]; then
+      continue
+    fi
+    echo "$(node_address "$index") ${nodes[index]}"
+  done
+}
+
+hosts_file_of() {
+  case "$1" in
+    slurmctld) echo "$hosts_file" ;;
+    slurmd.*) echo "$hosts_file.${1#slurmd.}" ;;
+  esac
+}
+
+write_hosts_files() {
+  local name file
+  for name in $(daemon_names); do
+    file=$(hosts_file_of "$name")
+    hosts_file_content "$name" >"$file.new"
+    mv "$file.new" "$file"
+  done
 }
 
 # Prints slurm.conf for the current options on stdout.
@@ -566,16 +653,34 @@ SlurmdLogFile=$log_dir/slurmd.%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig=$plugstack
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 MpiDefault=none
 FirstJobId=$((port_base * 1000))
+# Profile: $profile
 EOF
-  if [[ -n "$resv_ports" ]]; then
-    echo "MpiParams=ports=$resv_ports"
+  if profile_has cgroup; then
+    echo "ProctrackType=proctrack/cgroup"
+    echo "TaskPlugin=task/cgroup,task/affinity"
+  else
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+  fi
+  if profile_has pack; then
+    echo "SelectTypeParameters=CR_Core,CR_Pack_Nodes"
+  else
+    echo "SelectTypeParameters=CR_CPU"
+  fi
+  if profile_has tmpfs; then
+    # Contain: the job's namespace exists from its start (the extern step), as sites set it.
+    echo "JobContainerType=job_container/tmpfs"
+    echo "PrologFlags=Contain"
+  fi
+  if profile_has gres; then
+    echo "GresTypes=gpu"
+  fi
+  if [[ -n "$effective_resv_ports" ]]; then
+    echo "MpiParams=ports=$effective_resv_ports"
   fi
   if [[ -n "$slurm_prefix" ]]; then
     echo "# Slurm $slurm_version of --slurm $slurm_prefix"
@@ -602,7 +707,7 @@ InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=30
 MinJobAge=10
-NodeName=DEFAULT CPUs=4 State=UNKNOWN
+NodeName=DEFAULT CPUs=4 State=UNKNOWN$(profile_has gres && echo " Gres=gpu:$gres_gpus_per_node")
 EOF
   local index
   for index in "${!nodes[@]}"; do
@@ -628,13 +733,89 @@ generate_mpi_conf() {
   fi
 }
 
-# Prints cgroup.conf for --slurm, which Slurm reads from the directory of slurm.conf: the
-# emulated nodes share one machine, so no node may claim its cgroups (why: check_slurm_version).
+# Prints cgroup.conf, which Slurm reads from the directory of slurm.conf, or nothing when the
+# cluster needs none. For --slurm without the cgroup profile: the emulated nodes share one
+# machine, so no node may claim its cgroups (why: check_slurm_version).
 generate_cgroup_conf() {
-  cat <<EOF
+  if profile_has cgroup; then
+    cat <<EOF
+# Written by slurm/local/cluster.sh for --profile $profile; regenerated on every up.
+CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+EOF
+  elif [[ -n "$slurm_prefix" ]]; then
+    cat <<EOF
 # Written by slurm/local/cluster.sh for --slurm; regenerated on every up (why: check_slurm_version).
 CgroupPlugin=disabled
 EOF
+  fi
+}
+
+# Prints gres.conf for the gres profile, or nothing. Debian's Slurm has no NVML autodetection,
+# so the devices are listed; they are character devices with the major of /dev/nvidiaN that
+# start_daemon makes in every node's mount namespace, on a tmpfs over gres_dev_dir, because the
+# host's /dev is one devtmpfs for all nodes and must not get fake GPUs.
+generate_gres_conf() {
+  profile_has gres || return 0
+  cat <<EOF
+# Written by slurm/local/cluster.sh for --profile $profile; regenerated on every up.
+AutoDetect=off
+Name=gpu File=$gres_dev_dir/nvidia[0-$((gres_gpus_per_node - 1))]
+EOF
+}
+
+# Prints job_container.conf for the tmpfs profile, or nothing. Debian's Slurm is built for
+# several slurmd per machine, and its tmpfs plugin then puts each node's job directories under
+# BasePath/NODE, so one base path serves all nodes.
+generate_job_container_conf() {
+  profile_has tmpfs || return 0
+  cat <<EOF
+# Written by slurm/local/cluster.sh for --profile $profile; regenerated on every up.
+AutoBasePath=true
+BasePath=$job_container_dir
+EOF
+}
+
+# The configuration files of the cluster, each with the function that prints it; an empty
+# output means the file must not exist.
+readonly generated_configs=(conf:generate_conf mpi_conf:generate_mpi_conf
+  cgroup_conf:generate_cgroup_conf gres_conf:generate_gres_conf
+  job_container_conf:generate_job_container_conf)
+
+write_new_configs() {
+  local entry file
+  for entry in "${generated_configs[@]}"; do
+    file=${entry%%:*}
+    "${entry#*:}" >"${!file}.new"
+  done
+}
+
+new_configs_unchanged() {
+  local entry file
+  for entry in "${generated_configs[@]}"; do
+    file=${entry%%:*}
+    file=${!file}
+    if [[ -s "$file.new" ]]; then
+      cmp -s "$file" "$file.new" || return 1
+    else
+      [[ ! -e "$file" ]] || return 1
+    fi
+  done
+}
+
+# keep: move the new files into place; drop: discard them.
+settle_new_configs() {
+  local entry file
+  for entry in "${generated_configs[@]}"; do
+    file=${entry%%:*}
+    file=${!file}
+    if [[ "$1" == keep && -s "$file.new" ]]; then
+      mv "$file.new" "$file"
+    else
+      [[ "$1" == drop ]] || rm -f "$file"
+      rm -f "$file.new"
+    fi
+  done
 }
 
 write_env_file() {
@@ -699,14 +880,29 @@ namespace_processes() {
     fi
   done
   ((${#names[@]})) || return 0
+  # The tasks of a job of job_container/tmpfs have the job's own /tmp; they are known by their
+  # node's network namespace instead, which the job shares.
+  local index saved_net_index=""
+  if [[ -f "$options_file" ]]; then
+    # shellcheck disable=SC1090
+    source <(grep -E '^saved_net_index=' "$options_file")
+  fi
+  local current_net_index=${net_index:-$saved_net_index}
+  if [[ -n "$current_net_index" ]]; then
+    for index in "${!nodes[@]}"; do
+      if identity=$(file_identity "/run/netns/$(netns_name "$current_net_index" "${nodes[index]}")"); then
+        names[$identity]=${nodes[index]}
+      fi
+    done
+  fi
   # One stat for all processes; the kernel resolves each /proc/PID/root in its own namespace.
   # It fails for processes that exit meanwhile, which are no longer of interest.
-  { stat -L -c '%d:%i %n' /proc/[0-9]*/root/tmp 2>/dev/null || true; } | while read -r identity path; do
+  { stat -L -c '%d:%i %n' /proc/[0-9]*/root/tmp /proc/[0-9]*/ns/net 2>/dev/null || true; } | while read -r identity path; do
     if [[ -n "${names[$identity]:-}" ]]; then
       path=${path#/proc/}
       echo "${names[$identity]} ${path%%/*}"
     fi
-  done
+  done | sort -u -k2,2n
 }
 
 # Prints the pids of all processes that belong to this state directory.
@@ -870,7 +1066,7 @@ start_daemon() {
   local name="$1" hostname_in_ns="$2" join_pid="${3:-}" tmp_dir
   tmp_dir=$(daemon_tmp_dir "$name")
   local -a daemon_cmd net_enter=()
-  local stepd_mode=native
+  local stepd_mode=native gpu_devices=""
   if [[ "$name" == slurmctld ]]; then
     # -c: start clean instead of looking for state files that start_cluster removed.
     daemon_cmd=(slurmctld -c -f "$conf")
@@ -880,6 +1076,10 @@ start_daemon() {
     if [[ "$hostname_in_ns" == "$valgrind_node" ]]; then
       write_valgrind_wrapper
       stepd_mode=valgrind
+    fi
+    if profile_has gres; then
+      mkdir -p "$gres_dev_dir"
+      gpu_devices=$(seq -s ' ' 0 $((gres_gpus_per_node - 1)))
     fi
   fi
   if [[ -n "$join_pid" ]]; then
@@ -898,10 +1098,63 @@ start_daemon() {
       mount --bind "$6" "$5/slurmstepd.real"
       mount --bind "$5/slurmstepd" "$6"
     fi
-    shift 6
-    exec "$@"' sh "$hostname_in_ns" "$hosts_file" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
-    "$slurmstepd_path" \
+    if [ -n "$8" ]; then
+      mount -t tmpfs -o mode=755,size=64k tmpfs "$7"
+      for gpu in $8; do
+        mknod -m 666 "$7/nvidia$gpu" c 195 "$gpu"
+      done
+    fi
+    shift 8
+    exec "$@"' sh "$hostname_in_ns" "$(hosts_file_of "$name")" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
+    "$slurmstepd_path" "$gres_dev_dir" "$gpu_devices" \
     "${daemon_cmd[@]}" </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
+}
+
+# What each feature of a profile needs from the machine and its Slurm, for when it fails.
+feature_needs() {
+  case "$1" in
+    reserved-ports) echo "MpiParams=ports needs a free port range on every node (--resv-ports A-B picks another)" ;;
+    pack) echo "CR_Pack_Nodes needs select/cons_tres (or cons_res) with CR_Core" ;;
+    cgroup) echo "task/cgroup and proctrack/cgroup need a writable cgroup v1 cpuset (or a cgroup v2) hierarchy, a Slurm built with --enable-multiple-slurmd so that each emulated node gets a cgroup tree of its own (slurm_<node>), and as many CPUs as CPUs= per node" ;;
+    tmpfs) echo "job_container/tmpfs needs root, private mount namespaces and a BasePath on a file system that allows bind mounts" ;;
+    gres) echo "gres/gpu needs the plugin gres_gpu.so and the File= devices of gres.conf in every node's mount namespace" ;;
+    debian-hosts) echo "a node whose name resolves to 127.0.1.1 must still be reachable by slurmctld at its NodeAddr" ;;
+  esac
+}
+
+# After a failed start with a profile: Slurm's own errors of this start, then what the profile's
+# features need, since a profile may be one this machine cannot run.
+explain_profile_failure() {
+  [[ "$profile" != default ]] || return 0
+  local errors feature
+  # Fatal lines first: they name why a daemon stopped.
+  errors=$({
+    grep -h 'fatal:' "$log_dir"/*.log "$log_dir"/*.stdio 2>/dev/null
+    grep -h 'error:' "$log_dir"/*.log "$log_dir"/*.stdio 2>/dev/null
+  } | grep -v -E 'Could not open (job|reservation|trigger) state file|NOTE: Trying backup state save file|No (job|reservation|trigger) state file' |
+    awk '!seen[$0]++' | head -n 8) || errors=""
+  echo "dtrain: profile $profile did not start; Slurm says:" >&2
+  local line
+  while IFS= read -r line; do
+    echo "dtrain:   $line" >&2
+  done <<<"${errors:-(no error lines in $log_dir)}"
+  echo "dtrain: what profile $profile needs here:" >&2
+  for feature in reserved-ports pack cgroup tmpfs gres debian-hosts; do
+    profile_has "$feature" || continue
+    echo "dtrain:   $feature: $(feature_needs "$feature")" >&2
+  done
+}
+
+# Limits of a profile on this machine that Slurm only reports when a step runs.
+warn_profile_limits() {
+  local cpus
+  cpus=$(nproc)
+  if profile_has cgroup && ((cpus < 4)); then
+    note "warning: profile $profile confines tasks to cores, but every node claims 4 CPUs and this machine has $cpus: a step with more than $cpus tasks on one node fails (Slurm: \"Unable to layout tasks on given cpus\"), and jobs beyond the first $cpus on a node share CPUs"
+  fi
+  if profile_has tmpfs; then
+    note "warning: profile $profile: job_container/tmpfs was seen to fail the start of some jobs on Linux 6.18 (about 1 in 4 under load, every other one beside ConstrainCores=yes; slurmd log: \"_create_ns: ns base mount failed: Invalid argument\", srun: \"Nodes ... are still not ready\"); this machine runs Linux $(uname -r)"
+  fi
 }
 
 wait_until_idle() {
@@ -910,6 +1163,7 @@ wait_until_idle() {
     for name in $(daemon_names); do
       daemon_pid "$name" >/dev/null || {
         log_tails >&2
+        explain_profile_failure
         die "$name of $state_dir exited during startup; see the log tails above and $log_dir"
       }
     done
@@ -920,7 +1174,14 @@ wait_until_idle() {
     sleep 0.3
   done
   log_tails >&2
+  explain_profile_failure
   die "nodes of $state_dir not idle after ${wait_timeout}s (states: ${states:-no answer from slurmctld}); see the log tails above and $log_dir"
+}
+
+startup_failed() {
+  log_tails >&2
+  explain_profile_failure
+  die "$1; see the log tails above and $log_dir"
 }
 
 start_cluster() {
@@ -930,7 +1191,8 @@ start_cluster() {
   fi
   note "starting slurmctld ($(host_address):$port_base) and ${#nodes[@]} slurmd (port $((port_base + 1)) on $(node_address 0)-$(node_address $((${#nodes[@]} - 1))))"
   # A fresh start: no job, step socket or credential from an earlier run may survive.
-  rm -rf "$state_dir/ctld" "$state_dir/spool" "$tmp_root"
+  rm -rf "$state_dir/ctld" "$state_dir/spool" "$tmp_root" "$job_container_dir"
+  profile_has gres || rmdir "$gres_dev_dir" 2>/dev/null || true
   mkdir -p "$state_dir/ctld" "$run_dir" "$log_dir"
   # Fresh logs too, so that their tails show this start only.
   rm -f "$log_dir"/*.log "$log_dir"/*.stdio
@@ -944,9 +1206,10 @@ start_cluster() {
   done
 
   enter_cpu_cgroup
-  start_daemon slurmctld "$ctld_hostname"
+  # A daemon that rejects its configuration exits before it daemonizes, with its reason in its log.
+  start_daemon slurmctld "$ctld_hostname" || startup_failed "slurmctld exited before it became a daemon"
   for node in "${nodes[@]}"; do
-    start_daemon "slurmd.$node" "$node"
+    start_daemon "slurmd.$node" "$node" || startup_failed "slurmd of $node exited before it became a daemon"
   done
   # The pid files appear once each daemon has read its configuration.
   local tries
@@ -955,6 +1218,7 @@ start_cluster() {
     sleep 0.1
   done
   log_tails >&2
+  explain_profile_failure
   die "daemons of $state_dir did not start; see the log tails above and $log_dir"
 }
 
@@ -965,31 +1229,24 @@ cmd_up() {
     [[ "$plugstack" == "$state_dir/plugstack.conf" ]] || die "PlugStackConfig '$plugstack' does not exist; create it or pass --plugstack"
     : >"$plugstack"
   fi
-  write_hosts_file
+  write_hosts_files
   write_env_file
-  generate_conf >"$conf.new"
-  generate_mpi_conf >"$mpi_conf.new"
+  write_new_configs
   ensure_munge
   net_up
 
-  if all_daemons_running && daemons_in_their_netns && cmp -s "$conf" "$conf.new" &&
-    cmp -s "$mpi_conf" "$mpi_conf.new"; then
-    rm -f "$conf.new" "$mpi_conf.new"
+  if all_daemons_running && daemons_in_their_netns && new_configs_unchanged; then
+    settle_new_configs drop
     note "cluster of $state_dir already running"
   else
     stop_cluster
     net_up
-    mv "$conf.new" "$conf"
-    mv "$mpi_conf.new" "$mpi_conf"
-    if [[ -n "$slurm_prefix" ]]; then
-      generate_cgroup_conf >"$cgroup_conf"
-    else
-      rm -f "$cgroup_conf"
-    fi
+    settle_new_configs keep
     start_cluster
   fi
   wait_until_idle
   save_options
+  warn_profile_limits
   note "cluster up in $((SECONDS - started))s; use it with: source $env_file"
 }
 

@@ -1,0 +1,112 @@
+"""Reads what tests/profiles/profile_checks.sh captured from the cluster of one site profile and
+holds the expectations on it: profile_checks.py CHECK FILES... (see --help). Exits 1 with
+`dtrain: check failed: ...` when an expectation does not hold."""
+import os
+import sys
+import xml.etree.ElementTree as ElementTree
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from checklib import add_check, arg, expect, expect_equal, new_parser, read_text, run_check  # noqa: E402
+
+
+def cpu_set(cpu_list):
+    """The CPUs of a kernel CPU list such as '0-2,5'."""
+    cpus = set()
+    for part in cpu_list.strip().split(","):
+        low, _, high = part.partition("-")
+        expect(low.isdigit() and (not high or high.isdigit()), f"'{cpu_list}' is not a CPU list")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def port_set(port_ranges):
+    """The ports of a SLURM_STEP_RESV_PORTS value such as '29501-29505' or '29501,29503'."""
+    return cpu_set(port_ranges)
+
+
+def fields_by_key(path, key_count):
+    """Lines of 'KEY... VALUE' into {KEY tuple: VALUE}; duplicate keys must agree."""
+    result = {}
+    for line in read_text(path).splitlines():
+        words = line.split()
+        if not words:
+            continue
+        expect(len(words) == key_count + 1, f"{path}: line '{line}' does not have {key_count + 1} fields")
+        key, value = tuple(words[:key_count]), words[key_count]
+        expect(result.get(key, value) == value, f"{path}: {key} has both {result.get(key)} and {value}")
+        result[key] = value
+    expect(result, f"{path} is empty")
+    return result
+
+
+def check_disjoint_cpus(args):
+    """Two jobs that ran at once on one node: their allowed CPUs must not overlap, and each must be
+    a proper subset of what the machine has (a real cpuset, not the whole machine)."""
+    machine = cpu_set(args.machine_cpus)
+    first, second = cpu_set(read_text(args.first)), cpu_set(read_text(args.second))
+    expect(first and second, "a job has no allowed CPU")
+    expect(first < machine, f"first job may use {sorted(first)}: not a proper subset of the machine's {sorted(machine)}")
+    expect(second < machine, f"second job may use {sorted(second)}: not a proper subset of the machine's {sorted(machine)}")
+    expect(not first & second, f"the two jobs share CPUs {sorted(first & second)} (first {sorted(first)}, second {sorted(second)})")
+    print(f"dtrain: ok: concurrent jobs on one node run on disjoint cpusets {sorted(first)} and {sorted(second)} of {sorted(machine)}")
+
+
+def check_resv_ports(args):
+    """One step's SLURM_STEP_RESV_PORTS (lines 'NODE RANK PORTS'): the same on every task, with
+    (most tasks on one node + 1) ports inside MpiParams=ports=LOW-HIGH; a concurrent step's ports
+    (lines of --other) are disjoint from them."""
+    low, high = (int(port) for port in args.range.split("-"))
+    values = {ports for (_node, _rank), ports in fields_by_key(args.ports, 2).items()}
+    expect_equal("distinct SLURM_STEP_RESV_PORTS values of the step", len(values), 1)
+    ports = port_set(values.pop())
+    expect_equal("reserved ports of the step", len(ports), args.count)
+    expect(all(low <= port <= high for port in ports), f"ports {sorted(ports)} leave MpiParams=ports={args.range}")
+    print(f"dtrain: ok: the step holds ports {min(ports)}-{max(ports)} of {args.range}")
+    if args.other:
+        other_values = set(fields_by_key(args.other, 2).values())
+        expect_equal("distinct SLURM_STEP_RESV_PORTS values of the concurrent step", len(other_values), 1)
+        other = port_set(other_values.pop())
+        expect(not ports & other, f"two concurrent steps share reserved ports {sorted(ports & other)}")
+        print(f"dtrain: ok: a concurrent step holds other ports: {sorted(other)}")
+
+
+def gpu_bus_ids(topology_path):
+    """PCI bus ids of the GPUs (PCI devices with a cuda or nvml OS device) of an hwloc XML."""
+    ids = []
+    for pci in ElementTree.parse(topology_path).iter("object"):
+        if pci.get("type") != "PCIDev":
+            continue
+        if any(child.get("type") == "OSDev" and (child.get("name") or "").startswith(("cuda", "nvml"))
+               for child in pci.findall("object")):
+            ids.append(pci.get("pci_busid"))
+    return ids
+
+
+def check_gpu_bus_ids(args):
+    """Tasks of one node (lines 'RANK BUS_ID,BUS_ID...'): each task got GPUs of its own, and
+    together they hold exactly the GPUs of the topology XML that the plugin reads."""
+    expected = sorted(gpu_bus_ids(args.topology))
+    expect_equal("GPUs in the topology XML", len(expected), args.gpus)
+    by_task = {rank: value.split(",") for (rank,), value in fields_by_key(args.bus_ids, 1).items()}
+    seen = []
+    for rank, ids in sorted(by_task.items()):
+        expect(set(ids).isdisjoint(seen), f"task {rank} shares GPUs {sorted(set(ids) & set(seen))} with another task")
+        seen.extend(ids)
+    expect_equal("GPUs bound by the node's tasks", sorted(seen), expected)
+
+
+def main():
+    parser, checks = new_parser(__doc__)
+    add_check(checks, "disjoint-cpus", check_disjoint_cpus, check_disjoint_cpus.__doc__,
+              arg("first"), arg("second"),
+              arg("--machine-cpus", required=True, help="the machine's CPU list"))
+    add_check(checks, "resv-ports", check_resv_ports, check_resv_ports.__doc__,
+              arg("ports"), arg("--range", required=True), arg("--count", type=int, required=True),
+              arg("--other"))
+    add_check(checks, "gpu-bus-ids", check_gpu_bus_ids, check_gpu_bus_ids.__doc__,
+              arg("bus_ids"), arg("--topology", required=True), arg("--gpus", type=int, required=True))
+    run_check(parser)
+
+
+if __name__ == "__main__":
+    main()

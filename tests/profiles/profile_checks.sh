@@ -1,0 +1,319 @@
+#!/usr/bin/env bash
+# Starts the local cluster with one site profile in a state directory of its own, shows that the
+# profile's feature is in effect, and takes the cluster down on exit:
+#   profile_checks.sh --state-dir DIR [--plugin SO --topology XML] PROFILE
+# PROFILE is one of slurm/local/cluster.sh's --profile names. --plugin and --topology (for gres
+# and site) load the dtrain plugin with topology=XML, whose GPUs must be the gres devices of a
+# node. Exit status 77 with "dtrain: skipped: REASON" when Slurm cannot run the profile here.
+set -euo pipefail
+
+# shellcheck source=tests/cluster/check_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/check_lib.sh"
+profile_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+readonly profile_dir
+
+state_dir=""
+plugin=""
+topology=""
+profile=""
+while (($#)); do
+  case "$1" in
+    --state-dir | --plugin | --topology)
+      (($# >= 2)) || fail "option $1 needs a value"
+      case "$1" in
+        --state-dir) state_dir="$2" ;;
+        --plugin) plugin="$2" ;;
+        --topology) topology="$2" ;;
+      esac
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,7p' "$0" | cut -c3-
+      exit 0
+      ;;
+    -*) fail "unknown option '$1'; see --help" ;;
+    *)
+      [[ -z "$profile" ]] || fail "two profiles given ('$profile' and '$1')"
+      profile="$1"
+      ;;
+  esac
+  shift
+done
+[[ -n "$profile" && -n "$state_dir" ]] || fail "usage: $(basename "$0") --state-dir DIR [--plugin SO --topology XML] PROFILE"
+fail_context="profile $profile"
+
+skip() {
+  echo "dtrain: skipped: $*"
+  exit 77
+}
+
+profile_checks_py() {
+  /usr/bin/python3 "$profile_dir/profile_checks.py" "$@"
+}
+
+# kill_descendants PID: SIGTERM to every process below PID, deepest first (an srun left behind
+# would retry a stopped slurmctld for minutes, holding ctest's output pipe).
+kill_descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    kill_descendants "$child"
+    kill -TERM "$child" 2>/dev/null || true
+  done
+}
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+take_cluster_down() {
+  kill_descendants $$
+  "$dtrain_cluster_sh" down --state-dir "$state_dir" >/dev/null || echo "dtrain: warning: down of $state_dir failed" >&2
+}
+
+bring_cluster_up() {
+  mkdir -p "$state_dir"
+  work_dir=$(mktemp -d -p "$state_dir" checks.XXXXXX)
+  if [[ -n "$plugin" ]]; then
+    [[ -f "$plugin" && -f "$topology" ]] || fail "--plugin '$plugin' or --topology '$topology' is not a file"
+    echo "required $plugin topology=$topology" >"$state_dir/plugstack.conf"
+  else
+    : >"$state_dir/plugstack.conf"
+  fi
+  trap take_cluster_down EXIT
+  if ! "$dtrain_cluster_sh" up --state-dir "$state_dir" --profile "$profile" --plugstack "$state_dir/plugstack.conf" \
+    2>"$work_dir/up.err"; then
+    cat "$work_dir/up.err" >&2
+    # Profiles that need more of the machine than a plain cluster does skip when Slurm refuses
+    # them (cluster.sh then prints Slurm's errors); the others have no such excuse.
+    local slurm_error
+    slurm_error=$(grep -A1 'did not start; Slurm says:' "$work_dir/up.err" | sed -n '2s/^dtrain: *//p')
+    if [[ -n "$slurm_error" && "$profile" =~ ^(cgroup|tmpfs|gres|site)$ ]]; then
+      skip "Slurm cannot run profile $profile here: $slurm_error (cluster.sh up names what it needs)"
+    fi
+    fail "cluster.sh up --profile $profile failed (its output above names Slurm's error)"
+  fi
+  cat "$work_dir/up.err" >&2
+  # shellcheck disable=SC1091
+  source "$state_dir/env.sh"
+}
+
+# A job of job_container/tmpfs sometimes fails to start here: its extern step's bind mount of
+# /proc/PID/ns/mnt (the job's new mount namespace) onto BASE/JOB/.ns returns EINVAL, although the
+# child's unshare returned first (strace). Seen on Linux 6.18 for about 1 job in 4 under load and
+# every other job with ConstrainCores=yes; each job starts or not as a whole. Such a job is run
+# again (with a warning), and the test skips when one fails every time.
+readonly namespace_failure='ns base mount failed: Invalid argument'
+readonly attempts_per_job=8
+
+namespace_failures() {
+  cat "$state_dir"/log/slurmd.*.log 2>/dev/null | grep -c "$namespace_failure" || true
+}
+
+# run_job OUTPUT SRUN_ARGS...: srun with its output in OUTPUT (stderr beside it in OUTPUT.err).
+# A task that fails to launch fails the check even though Slurm 22.05's srun then exits 0 (seen
+# with "task 0 launch failed: Plugin initialization failed").
+run_job() {
+  local output="$1" attempt before job
+  shift
+  job=$(basename "$output")
+  for ((attempt = 1; attempt <= attempts_per_job; attempt++)); do
+    before=$(namespace_failures)
+    if srun "$@" >"$output" 2>"$output.err"; then
+      if grep -q 'launch failed' "$output.err"; then
+        grep -h -E 'error: (dtrain|spank)' "$state_dir"/log/slurmd.*.log | tail -n 6 >"$output.slurmd" || true
+        fail_files=("$output" "$output.err" "$output.slurmd")
+        fail "job $job (srun $*): a task did not launch, though srun exited 0"
+      fi
+      return 0
+    fi
+    if (($(namespace_failures) == before)); then
+      fail_files=("$output" "$output.err")
+      fail "job $job (srun $*) failed"
+    fi
+    echo "dtrain: warning: attempt $attempt of job $job: its namespace was not created (slurmd: \"$namespace_failure\")" >&2
+  done
+  skip "job_container/tmpfs: no job of $attempts_per_job attempts of job $job started; slurmd logs \"_create_ns: $namespace_failure\" for each (Linux $(uname -r)); see the comment on namespace_failure in $0"
+}
+
+# concurrently NAME_A NAME_B REPORT SRUN_ARGS...: two jobs of the same srun SRUN_ARGS bash -c
+# REPORT that run at the same time: every task leaves a marker and waits for one of the other
+# job before it runs REPORT. Outputs go to work_dir/NAME_A and work_dir/NAME_B.
+concurrently() {
+  local name_a="$1" name_b="$2" report="$3"
+  shift 3
+  mkdir -p "$work_dir/markers"
+  # shellcheck disable=SC2016 # expanded by each task
+  local meet='touch "$0/$1.$SLURM_PROCID"
+    for ((i = 0; i < 300; i++)); do
+      compgen -G "$0/$2.*" >/dev/null && break
+      sleep 0.1
+    done
+    compgen -G "$0/$2.*" >/dev/null || { echo "dtrain: job $1 never saw job $2 running" >&2; exit 3; }
+    '"$report"
+  run_job "$work_dir/$name_a" "$@" bash -c "$meet" "$work_dir/markers" "$name_a" "$name_b" &
+  local first_pid=$!
+  run_job "$work_dir/$name_b" "$@" bash -c "$meet" "$work_dir/markers" "$name_b" "$name_a"
+  local first_status=0
+  wait "$first_pid" || first_status=$?
+  ((first_status == 0)) || exit "$first_status"
+}
+
+# The widest step the profile runs: with cores confined, a node runs no more tasks than this
+# machine has CPUs (Slurm: "Unable to layout tasks on given cpus"); else Slurm's 4,2,1,1 layout.
+step_shape() {
+  if [[ "$profile" == cgroup || "$profile" == site ]]; then
+    echo "-N2 -n4 --ntasks-per-node=2"
+  else
+    echo "-N4 -n8"
+  fi
+}
+
+# The ports a step reserves are (most tasks on one node + 1), from the step's own range.
+reserved_ports_for_shape() {
+  if [[ "$(step_shape)" == "-N4 -n8" ]]; then echo 5; else echo 3; fi
+}
+
+check_default() {
+  local shape
+  read -ra shape <<<"$(step_shape)"
+  # shellcheck disable=SC2016 # expanded by each task
+  run_job "$work_dir/step" "${shape[@]}" bash -c 'echo "$SLURMD_NODENAME $SLURM_STEP_TASKS_PER_NODE ${SLURM_DISTRIBUTION:-unset} ${SLURM_STEP_RESV_PORTS:-unset}"'
+  expect_equal "tasks per node, distribution and reserved ports of srun -N4 -n8" \
+    "$(cut -d' ' -f2- "$work_dir/step" | sort -u)" "4,2,1(x2) unset unset"
+  # The node's /tmp is one for all jobs; the tmpfs profile's check expects the opposite.
+  run_job "$work_dir/write" -w node1 -N1 -n1 bash -c "echo seen >/tmp/dtrain-profile-$$"
+  run_job "$work_dir/read" -w node1 -N1 -n1 bash -c "cat /tmp/dtrain-profile-$$ 2>/dev/null || echo absent; rm -f /tmp/dtrain-profile-$$"
+  expect_equal "a file the previous job wrote to node1's /tmp" "$(cat "$work_dir/read")" seen
+}
+
+check_reserved_ports() {
+  local range shape
+  range=$(scontrol show config | awk '$1 == "MpiParams" { sub(/^ports=/, "", $3); print $3 }')
+  [[ "$range" =~ ^[0-9]+-[0-9]+$ ]] || fail "MpiParams of the running slurmctld is '$range', expected ports=A-B"
+  echo "dtrain: ok: slurmctld runs with MpiParams=ports=$range"
+  read -ra shape <<<"$(step_shape)"
+  # shellcheck disable=SC2016 # expanded by each task
+  concurrently wide narrow 'echo "$SLURMD_NODENAME $SLURM_PROCID ${SLURM_STEP_RESV_PORTS:-none}"' "${shape[@]}"
+  profile_checks_py resv-ports "$work_dir/wide" --range "$range" --count "$(reserved_ports_for_shape)" \
+    --other "$work_dir/narrow"
+  # Slurm 22.05: --resv-ports without a count asks for zero ports (srun -v: "resv-ports : 0").
+  # shellcheck disable=SC2016 # expanded by the task
+  run_job "$work_dir/no-count" --resv-ports -N1 -n1 bash -c 'echo "${SLURM_STEP_RESV_PORTS-unset}"'
+  expect_equal "SLURM_STEP_RESV_PORTS of srun --resv-ports (no count)" "$(cat "$work_dir/no-count")" unset
+}
+
+check_pack() {
+  local shape select_parameters
+  select_parameters=$(scontrol show config | awk '$1 == "SelectTypeParameters" { print $3 }')
+  [[ ",$select_parameters," == *,CR_PACK_NODES,* ]] ||
+    fail "slurmctld runs with SelectTypeParameters=$select_parameters, without CR_Pack_Nodes"
+  echo "dtrain: ok: slurmctld runs with SelectTypeParameters=$select_parameters"
+  read -ra shape <<<"$(step_shape)"
+  # shellcheck disable=SC2016 # expanded by each task
+  run_job "$work_dir/pack" "${shape[@]}" bash -c 'echo "${SLURM_DISTRIBUTION:-unset}"'
+  expect_equal "SLURM_DISTRIBUTION of a step without -m" "$(sort -u "$work_dir/pack")" pack
+  # shellcheck disable=SC2016 # expanded by each task
+  run_job "$work_dir/cyclic" -m cyclic "${shape[@]}" bash -c 'echo "${SLURM_DISTRIBUTION:-unset}"'
+  expect_equal "SLURM_DISTRIBUTION of a step with -m cyclic" "$(sort -u "$work_dir/cyclic")" cyclic
+}
+
+check_cgroup() {
+  local machine_cpus
+  machine_cpus=$(cat /sys/devices/system/cpu/online)
+  (($(nproc --all) >= 2)) || skip "two jobs can have disjoint cores only on a machine with 2 CPUs or more; this one has $(nproc --all)"
+  # shellcheck disable=SC2016 # expanded by each task
+  concurrently first second 'echo "$(awk "/^Cpus_allowed_list/ { print \$2 }" /proc/self/status) $(cat /proc/self/cpuset)"' \
+    -w node1 -N1 -n1
+  local job cpuset
+  for job in first second; do
+    cpuset=$(cut -d' ' -f2 "$work_dir/$job")
+    expect_line "cgroup of job $job" '^/slurm_node1/uid_[0-9]+/job_[0-9]+/step_0$' "$cpuset"
+    cut -d' ' -f1 "$work_dir/$job" >"$work_dir/$job.cpus"
+  done
+  profile_checks_py disjoint-cpus "$work_dir/first.cpus" "$work_dir/second.cpus" --machine-cpus "$machine_cpus"
+}
+
+check_tmpfs() {
+  local marker="/tmp/dtrain-profile-$$"
+  run_job "$work_dir/write" -w node1 -N1 -n1 bash -c "echo seen >$marker && cat $marker"
+  expect_equal "the job's own file in its /tmp" "$(cat "$work_dir/write")" seen
+  run_job "$work_dir/read" -w node1 -N1 -n1 bash -c "cat $marker 2>/dev/null || echo absent"
+  expect_equal "the previous job's file in the next job's /tmp on node1" "$(cat "$work_dir/read")" absent
+  expect_equal "the job's file in node1's own /tmp" \
+    "$("$dtrain_cluster_sh" --state-dir "$state_dir" exec node1 -- sh -c "cat $marker 2>/dev/null || echo absent")" absent
+  # The tasks of such a job have a /tmp of their own; cluster.sh still counts them as node1's.
+  local sleeper attempt tries listed="" before
+  for ((attempt = 1; attempt <= attempts_per_job; attempt++)); do
+    before=$(namespace_failures)
+    srun -w node1 -N1 -n1 sleep 60 >/dev/null 2>&1 &
+    sleeper=$!
+    for ((tries = 0; tries < 100; tries++)); do
+      listed=$("$dtrain_cluster_sh" ps --state-dir "$state_dir" | awk '$1 == "node1" && $3 == "sleep" && $NF == "60"')
+      [[ -n "$listed" ]] && break
+      kill -0 "$sleeper" 2>/dev/null || break
+      sleep 0.2
+    done
+    [[ -z "$listed" ]] || break
+    kill "$sleeper" 2>/dev/null || true
+    wait "$sleeper" || true
+    (($(namespace_failures) > before)) || fail "cluster.sh ps does not list the task of a running job on node1"
+    echo "dtrain: warning: attempt $attempt of the sleeping job: its namespace was not created (slurmd: \"$namespace_failure\")" >&2
+  done
+  [[ -n "$listed" ]] || skip "job_container/tmpfs: no job of $attempts_per_job attempts started (slurmd: \"_create_ns: $namespace_failure\")"
+  echo "dtrain: ok: cluster.sh ps lists the job's task: $listed"
+  local task_pid
+  task_pid=$(awk '{ print $2; exit }' <<<"$listed")
+  [[ "$(stat -L -c %d:%i "/proc/$task_pid/root/tmp")" != "$(stat -L -c %d:%i "$state_dir/tmp/node1")" ]] ||
+    fail "the task of a running job (pid $task_pid) has node1's /tmp, not one of its job's own"
+  echo "dtrain: ok: the task of a running job has a /tmp other than node1's"
+  kill "$sleeper" 2>/dev/null || true
+}
+
+check_gres() {
+  expect_equal "gres of the nodes (sinfo)" "$(sinfo -h -N -o '%N %G' | sort -u | tr '\n' ' ')" \
+    "node1 gpu:4 node2 gpu:4 node3 gpu:4 node4 gpu:4 "
+  local devices
+  # shellcheck disable=SC2016 # expanded on the node
+  devices=$("$dtrain_cluster_sh" --state-dir "$state_dir" exec node2 -- sh -c 'for f in "$0"/nvidia*; do stat -c "%n %F %t:%T" "$f"; done' "$state_dir/gres-dev")
+  expect_equal "GPU device files on node2" "$(tr '\n' ' ' <<<"${devices//"$state_dir/gres-dev/"/}")" \
+    "nvidia0 character special file c3:0 nvidia1 character special file c3:1 nvidia2 character special file c3:2 nvidia3 character special file c3:3 "
+  [[ -z "$(ls -A "$state_dir/gres-dev")" ]] || fail "the host's $state_dir/gres-dev is not empty: the devices belong in the nodes' namespaces"
+  # shellcheck disable=SC2016 # expanded by each task
+  concurrently first second 'echo "$SLURMD_NODENAME ${SLURM_STEP_GPUS:-unset} ${CUDA_VISIBLE_DEVICES:-unset}"' \
+    -w node1 -N1 -n1 --gpus=2
+  local first second
+  first=$(cat "$work_dir/first")
+  second=$(cat "$work_dir/second")
+  expect_line "SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES of the first job" '^node1 [0-3],[0-3] [0-3],[0-3]$' "$first"
+  expect_equal "GPUs of two concurrent jobs on node1, together" \
+    "$(echo "${first#node1 }" "${second#node1 }" | cut -d' ' -f1,3 | tr ' ,' '\n' | sort | tr '\n' ' ')" "0 1 2 3 "
+  if [[ -n "$plugin" ]]; then
+    # shellcheck disable=SC2016 # expanded by each task
+    run_job "$work_dir/bus-ids" -w node1 -N1 --ntasks-per-node=2 --gpus-per-node=4 --distributed-train \
+      bash -c 'echo "$SLURM_PROCID ${DTRAIN_GPU_BUS_IDS:-none}"'
+    profile_checks_py gpu-bus-ids "$work_dir/bus-ids" --topology "$topology" --gpus 4
+  fi
+}
+
+check_debian_hosts() {
+  # shellcheck disable=SC2016 # expanded by each task
+  run_job "$work_dir/lookups" -N4 -n4 bash -c 'read -r own _ < <(getent ahostsv4 node1); echo "$SLURMD_NODENAME $own"'
+  local node expected
+  for node in node1 node2 node3 node4; do
+    expected=$(node_address node1)
+    [[ $node != node1 ]] || expected=127.0.1.1
+    expect_equal "address of node1 as $node resolves it" "$(awk -v node="$node" '$1 == node { print $2 }' "$work_dir/lookups")" "$expected"
+  done
+}
+
+case "$profile" in
+  default | reserved-ports | pack | cgroup | tmpfs | gres | debian-hosts | site) ;;
+  *) fail "unknown profile '$profile'" ;;
+esac
+bring_cluster_up
+case "$profile" in
+  site)
+    for feature in reserved_ports pack cgroup tmpfs gres; do
+      "check_$feature"
+    done
+    ;;
+  *) "check_${profile//-/_}" ;;
+esac
+echo "dtrain: ok: profile $profile is in effect"
