@@ -11,9 +11,12 @@ namespace dtrain::core {
 
 Distribution parse_distribution(std::string_view text, std::string_view plane_size) {
   require_length(text, "distribution", 256);
-  // Slurm writes "block", "cyclic:cyclic", "plane", "block,Pack", "(null)" when unset.
+  // Slurm writes "block", "cyclic:cyclic", "plane", "block,pack", "(null)" when unset, and a bare
+  // "pack" or "nopack" (proc_args.c set_distribution) when only the flag is set, as under
+  // CR_Pack_Nodes without -m; its layout is then block (slurm_step_layout.c).
   std::string_view node_level = text.substr(0, text.find_first_of(":,"));
-  if (text.empty() || text == "(null)" || node_level == "block" || node_level == "*") {
+  if (text.empty() || text == "(null)" || node_level == "block" || node_level == "*" ||
+      node_level == "pack" || node_level == "nopack") {
     return {DistributionKind::kBlock, 0};
   }
   if (node_level == "cyclic") return {DistributionKind::kCyclic, 0};

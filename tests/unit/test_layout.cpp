@@ -99,6 +99,10 @@ TEST(Distribution, ParsesSlurmSpellings) {
   EXPECT_EQ(parse_distribution("").kind, DistributionKind::kBlock);
   EXPECT_EQ(parse_distribution("cyclic:block").kind, DistributionKind::kCyclic);
   EXPECT_EQ(parse_distribution("block,Pack").kind, DistributionKind::kBlock);
+  EXPECT_EQ(parse_distribution("pack").kind, DistributionKind::kBlock);
+  EXPECT_EQ(parse_distribution("nopack").kind, DistributionKind::kBlock);
+  EXPECT_EQ(parse_distribution("cyclic,pack").kind, DistributionKind::kCyclic);
+  EXPECT_THROW(parse_distribution("packed"), Error);
   EXPECT_EQ(parse_distribution("arbitrary").kind, DistributionKind::kArbitrary);
   EXPECT_EQ(parse_distribution("plane=4").plane_size, 4u);
   EXPECT_EQ(parse_distribution("plane", "2").plane_size, 2u);
