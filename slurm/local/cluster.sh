@@ -250,7 +250,7 @@ require_environment() {
       [[ -x "$slurm_prefix/$tool" ]] || die "--slurm '$slurm_prefix': $slurm_prefix/$tool not found; build Slurm into that prefix (tests/slurm25/build_slurm.sh) or pass --no-slurm"
     done
   fi
-  for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare nsenter setsid flock ss; do
+  for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare nsenter setsid flock ss taskset python3; do
     command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2"
   done
 }
@@ -368,17 +368,19 @@ profile_has() {
   [[ "$profile" == site && "$1" != debian-hosts ]]
 }
 
-# The reserved-ports range when --resv-ports is not given: 100 ports in 29000-32699, between
+# The reserved-ports range when --resv-ports is not given: 200 ports in 29000-32599, between
 # the derived daemon ports (20000-28994) and the kernel's ephemeral ports (usually from 32768),
 # chosen by the port base so that two clusters get different ranges. A --port-base whose daemon
-# ports reach 29000 takes the 100 ports right above its daemon ports instead.
+# ports reach 29000 takes the 200 ports right above its daemon ports instead.
 derived_resv_ports() {
-  local low=$((29000 + (port_base / 10 % 37) * 100))
+  # 200, not fewer: Slurm reserves one port per task of a step's busiest node, plus one, and
+  # the plugin's 640-task check puts 160 tasks on a node.
+  local low=$((29000 + (port_base / 10 % 18) * 200))
   if ((port_base + ${#nodes[@]} >= 29000)); then
     low=$((port_base + 10))
   fi
-  ((low + 99 <= 65535)) || die "--port-base $port_base leaves no room for the reserved-ports range; pass --resv-ports A-B"
-  echo "$low-$((low + 99))"
+  ((low + 199 <= 65535)) || die "--port-base $port_base leaves no room for the reserved-ports range; pass --resv-ports A-B"
+  echo "$low-$((low + 199))"
 }
 
 save_options() {
@@ -662,6 +664,11 @@ EOF
   if profile_has cgroup; then
     echo "ProctrackType=proctrack/cgroup"
     echo "TaskPlugin=task/cgroup,task/affinity"
+    # Every node claims 4 CPUs on a machine that may have 2. task/affinity's default binding
+    # (to sockets here) then names CPUs that do not exist and the launch fails ("Unable to
+    # layout tasks on given cpus"), so tasks are bound only on request (--cpu-bind); the
+    # cgroup cpusets that ConstrainCores gives every step stay in force.
+    echo "TaskPluginParam=None"
   else
     echo "ProctrackType=proctrack/linuxproc"
     echo "TaskPlugin=task/none"
@@ -823,6 +830,7 @@ write_env_file() {
   cat >"$env_file.new" <<EOF
 # Written by slurm/local/cluster.sh: source this to use the local cluster (srun, sinfo, Open MPI).
 export DTRAIN_CLUSTER_DIR='$state_dir'
+export DTRAIN_CLUSTER_PROFILE='$profile'
 export SLURM_CONF='$conf'
 # The nodes' network: the subnet, the host's (slurmctld's and srun's) address, each node's
 # address, and the interface that carries it inside every node's namespace.
@@ -1056,6 +1064,46 @@ remove_cpu_cgroup() {
   rmdir "$cgroup" 2>/dev/null || note "warning: CPU cgroup $cgroup still holds processes; left in place"
 }
 
+# Prints the CPU on which a new mount namespace gets the lowest id, or nothing when the kernel
+# has no namespace ids (NS_GET_MNTNS_ID, Linux 6.9).
+# Why: Linux 6.18 hands out namespace ids from per-CPU batches, so a namespace made on one CPU can
+# carry a lower id than an older one made on another. nsfs refuses to bind-mount a mount
+# namespace whose id is not above the caller's ("loop" check, EINVAL), and job_container/tmpfs
+# does that for every job from inside its node's namespace: with the node's namespace made on
+# the wrong CPU, half the jobs failed here ("_create_ns: ns base mount failed: Invalid
+# argument"). A node made on the CPU whose next id is lowest is below every later namespace.
+cpu_with_lowest_namespace_id() {
+  python3 - <<'PY' 2>/dev/null || true
+import ctypes, fcntl, os, struct
+NS_GET_MNTNS_ID = 0x8008B705
+CLONE_NEWNS = 0x00020000
+libc = ctypes.CDLL(None, use_errno=True)
+lowest = None
+for cpu in sorted(os.sched_getaffinity(0)):
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.sched_setaffinity(0, {cpu})
+            if libc.unshare(CLONE_NEWNS) == 0:
+                fd = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+                reply = fcntl.ioctl(fd, NS_GET_MNTNS_ID, bytes(8))
+                os.write(write_end, struct.unpack("Q", reply)[0].to_bytes(8, "little"))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    reply = os.read(read_end, 8)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    if len(reply) == 8:
+        ns_id = int.from_bytes(reply, "little")
+        if lowest is None or ns_id < lowest[0]:
+            lowest = (ns_id, cpu)
+if lowest is not None:
+    print(lowest[1])
+PY
+}
+
 # Starts one daemon in fresh mount and UTS namespaces, a slurmd in its node's network namespace
 # too (net_up made it); the daemon daemonizes and writes its pid file.
 # setsid detaches it from the caller's session (ctest, a shell), and stdio goes to a file so that
@@ -1087,9 +1135,17 @@ start_daemon() {
       </dev/null >>"$log_dir/$name.stdio" 2>&1 9>&-
     return
   fi
+  # The namespaces are made on the CPU of cpu_with_lowest_namespace_id; the daemon gets back the
+  # CPUs this script may use.
+  local -a on_cpu=()
+  local cpu all_cpus
+  cpu=$(cpu_with_lowest_namespace_id)
+  all_cpus=$(taskset -cp $$ | sed 's/.*: *//')
+  [[ -z "$cpu" || -z "$all_cpus" ]] || on_cpu=(taskset -c "$cpu")
   # shellcheck disable=SC2016 # the inner script expands its own positional parameters
-  setsid "${net_enter[@]}" unshare --mount --uts --propagation private -- /bin/sh -c '
+  setsid "${net_enter[@]}" "${on_cpu[@]}" unshare --mount --uts --propagation private -- /bin/sh -c '
     set -e
+    [ -z "$9" ] || taskset -cp "$9" $$ >/dev/null
     hostname "$1"
     mount --bind "$2" /etc/hosts
     mount --bind "$3" /tmp
@@ -1104,9 +1160,9 @@ start_daemon() {
         mknod -m 666 "$7/nvidia$gpu" c 195 "$gpu"
       done
     fi
-    shift 8
+    shift 9
     exec "$@"' sh "$hostname_in_ns" "$(hosts_file_of "$name")" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
-    "$slurmstepd_path" "$gres_dev_dir" "$gpu_devices" \
+    "$slurmstepd_path" "$gres_dev_dir" "$gpu_devices" "$all_cpus" \
     "${daemon_cmd[@]}" </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
 }
 
@@ -1150,10 +1206,7 @@ warn_profile_limits() {
   local cpus
   cpus=$(nproc)
   if profile_has cgroup && ((cpus < 4)); then
-    note "warning: profile $profile confines tasks to cores, but every node claims 4 CPUs and this machine has $cpus: a step with more than $cpus tasks on one node fails (Slurm: \"Unable to layout tasks on given cpus\"), and jobs beyond the first $cpus on a node share CPUs"
-  fi
-  if profile_has tmpfs; then
-    note "warning: profile $profile: job_container/tmpfs was seen to fail the start of some jobs on Linux 6.18 (about 1 in 4 under load, every other one beside ConstrainCores=yes; slurmd log: \"_create_ns: ns base mount failed: Invalid argument\", srun: \"Nodes ... are still not ready\"); this machine runs Linux $(uname -r)"
+    note "warning: profile $profile confines tasks to cores, but every node claims 4 CPUs and this machine has $cpus: tasks are bound only on request (TaskPluginParam=None), --cpu-bind to a CPU beyond $((cpus - 1)) fails, and jobs beyond the first $cpus on a node share CPUs"
   fi
 }
 

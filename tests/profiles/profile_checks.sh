@@ -94,42 +94,22 @@ bring_cluster_up() {
   source "$state_dir/env.sh"
 }
 
-# A job of job_container/tmpfs sometimes fails to start here: its extern step's bind mount of
-# /proc/PID/ns/mnt (the job's new mount namespace) onto BASE/JOB/.ns returns EINVAL, although the
-# child's unshare returned first (strace). Seen on Linux 6.18 for about 1 job in 4 under load and
-# every other job with ConstrainCores=yes; each job starts or not as a whole. Such a job is run
-# again (with a warning), and the test skips when one fails every time.
-readonly namespace_failure='ns base mount failed: Invalid argument'
-readonly attempts_per_job=8
-
-namespace_failures() {
-  cat "$state_dir"/log/slurmd.*.log 2>/dev/null | grep -c "$namespace_failure" || true
-}
-
 # run_job OUTPUT SRUN_ARGS...: srun with its output in OUTPUT (stderr beside it in OUTPUT.err).
 # A task that fails to launch fails the check even though Slurm 22.05's srun then exits 0 (seen
 # with "task 0 launch failed: Plugin initialization failed").
 run_job() {
-  local output="$1" attempt before job
+  local output="$1" job
   shift
   job=$(basename "$output")
-  for ((attempt = 1; attempt <= attempts_per_job; attempt++)); do
-    before=$(namespace_failures)
-    if srun "$@" >"$output" 2>"$output.err"; then
-      if grep -q 'launch failed' "$output.err"; then
-        grep -h -E 'error: (dtrain|spank)' "$state_dir"/log/slurmd.*.log | tail -n 6 >"$output.slurmd" || true
-        fail_files=("$output" "$output.err" "$output.slurmd")
-        fail "job $job (srun $*): a task did not launch, though srun exited 0"
-      fi
-      return 0
-    fi
-    if (($(namespace_failures) == before)); then
-      fail_files=("$output" "$output.err")
-      fail "job $job (srun $*) failed"
-    fi
-    echo "dtrain: warning: attempt $attempt of job $job: its namespace was not created (slurmd: \"$namespace_failure\")" >&2
-  done
-  skip "job_container/tmpfs: no job of $attempts_per_job attempts of job $job started; slurmd logs \"_create_ns: $namespace_failure\" for each (Linux $(uname -r)); see the comment on namespace_failure in $0"
+  if ! srun "$@" >"$output" 2>"$output.err"; then
+    fail_files=("$output" "$output.err")
+    fail "job $job (srun $*) failed"
+  fi
+  if grep -q 'launch failed' "$output.err"; then
+    grep -h -E 'error: (dtrain|spank)' "$state_dir"/log/slurmd.*.log | tail -n 6 >"$output.slurmd" || true
+    fail_files=("$output" "$output.err" "$output.slurmd")
+    fail "job $job (srun $*): a task did not launch, though srun exited 0"
+  fi
 }
 
 # concurrently NAME_A NAME_B REPORT SRUN_ARGS...: two jobs of the same srun SRUN_ARGS bash -c
@@ -239,24 +219,16 @@ check_tmpfs() {
   expect_equal "the job's file in node1's own /tmp" \
     "$("$dtrain_cluster_sh" --state-dir "$state_dir" exec node1 -- sh -c "cat $marker 2>/dev/null || echo absent")" absent
   # The tasks of such a job have a /tmp of their own; cluster.sh still counts them as node1's.
-  local sleeper attempt tries listed="" before
-  for ((attempt = 1; attempt <= attempts_per_job; attempt++)); do
-    before=$(namespace_failures)
-    srun -w node1 -N1 -n1 sleep 60 >/dev/null 2>&1 &
-    sleeper=$!
-    for ((tries = 0; tries < 100; tries++)); do
-      listed=$("$dtrain_cluster_sh" ps --state-dir "$state_dir" | awk '$1 == "node1" && $3 == "sleep" && $NF == "60"')
-      [[ -n "$listed" ]] && break
-      kill -0 "$sleeper" 2>/dev/null || break
-      sleep 0.2
-    done
-    [[ -z "$listed" ]] || break
-    kill "$sleeper" 2>/dev/null || true
-    wait "$sleeper" || true
-    (($(namespace_failures) > before)) || fail "cluster.sh ps does not list the task of a running job on node1"
-    echo "dtrain: warning: attempt $attempt of the sleeping job: its namespace was not created (slurmd: \"$namespace_failure\")" >&2
+  local sleeper tries listed=""
+  srun -w node1 -N1 -n1 sleep 60 >/dev/null 2>&1 &
+  sleeper=$!
+  for ((tries = 0; tries < 100; tries++)); do
+    listed=$("$dtrain_cluster_sh" ps --state-dir "$state_dir" | awk '$1 == "node1" && $3 == "sleep" && $NF == "60"')
+    [[ -n "$listed" ]] && break
+    kill -0 "$sleeper" 2>/dev/null || break
+    sleep 0.2
   done
-  [[ -n "$listed" ]] || skip "job_container/tmpfs: no job of $attempts_per_job attempts started (slurmd: \"_create_ns: $namespace_failure\")"
+  [[ -n "$listed" ]] || fail "cluster.sh ps does not list the task of a running job on node1"
   echo "dtrain: ok: cluster.sh ps lists the job's task: $listed"
   local task_pid
   task_pid=$(awk '{ print $2; exit }' <<<"$listed")
