@@ -81,6 +81,12 @@ def main():
             env = launcher_environment(
                 os.environ, {"GLOO_SOCKET_IFNAME": required_env("DTRAIN_CLUSTER_NODE_IFNAME")})
             env[EXIT_BARRIER_VARIABLE] = barrier
+            # The gres profiles' topology gives every task GPUs, which Paddle's CPU wheel cannot
+            # use: as on a GPU node with a CPU build, the user picks gloo (the plugin sets it
+            # only for tasks without GPUs).
+            if (args.framework == "paddle" and
+                    os.environ.get("DTRAIN_CLUSTER_PROFILE") in ("gres", "site")):
+                env["PADDLE_DISTRI_BACKEND"] = "gloo"
             try:
                 step = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True,
                                       timeout=STEP_TIMEOUT_S)

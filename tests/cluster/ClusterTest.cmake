@@ -33,14 +33,16 @@ endfunction()
 
 # dtrain_add_cluster_test(NAME name COMMAND cmd [args...] [TIMEOUT seconds]
 #                         [WORKING_DIRECTORY dir] [LABELS label...] [ENVIRONMENT VAR=value...]
-#                         [SKIP_RETURN_CODE code] [FIXTURES_REQUIRED fixture...])
+#                         [SKIP_RETURN_CODE code] [FIXTURES_REQUIRED fixture...]
+#                         [NOT_ON_PROFILES profile...])
 # Runs COMMAND with the cluster's env.sh sourced (SLURM_CONF, the nodes' addresses, Open MPI on
 # their subnet), after the cluster fixture and one cluster test at a time, once per profile of
 # DTRAIN_CLUSTER_PROFILES (label profile-P). COMMAND is not the first word of add_test's
-# command, so refer to targets as $<TARGET_FILE:target>.
+# command, so refer to targets as $<TARGET_FILE:target>. NOT_ON_PROFILES leaves profiles out,
+# each with a comment at the call saying why.
 function(dtrain_add_cluster_test)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE"
-                        "COMMAND;LABELS;ENVIRONMENT;FIXTURES_REQUIRED")
+                        "COMMAND;LABELS;ENVIRONMENT;FIXTURES_REQUIRED;NOT_ON_PROFILES")
   if(NOT arg_NAME OR NOT arg_COMMAND)
     message(FATAL_ERROR "dtrain_add_cluster_test: NAME and COMMAND are required")
   endif()
@@ -55,6 +57,9 @@ function(dtrain_add_cluster_test)
     set(arg_WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   endif()
   foreach(profile IN LISTS DTRAIN_CLUSTER_PROFILES)
+    if(profile IN_LIST arg_NOT_ON_PROFILES)
+      continue()
+    endif()
     dtrain_cluster_profile_state_dir(${profile} state_dir)
     if(profile STREQUAL "default")
       set(name ${arg_NAME})

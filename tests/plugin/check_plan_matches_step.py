@@ -56,9 +56,12 @@ def main(plan_tool, layout):
     # /tmp: every emulated node has its own /tmp.
     work = tempfile.mkdtemp(prefix="plan-", dir=os.environ.get("DTRAIN_TEST_WORKDIR", "."))
     offline_json = os.path.join(work, "offline.json")
+    # Ports Slurm reserved for the step (MpiParams=ports) are known only to the step itself.
+    reserved = tasks[0].get("SLURM_STEP_RESV_PORTS")
     run(["srun", "-N1", "-n1", "-w", tasks[0]["host"], plan_tool, "--nodelist", nodelist,
          "--tasks-per-node", tasks_per_node, "-m", distribution, "--job-id", job,
-         "--step-id", step, "--json", offline_json])
+         "--step-id", step, *(["--resv-ports", reserved] if reserved else []),
+         "--json", offline_json])
     with open(offline_json) as f:
         compare(f"dtrain-plan --job-id {job} --step-id {step}", tasks, json.load(f))
 
