@@ -82,7 +82,8 @@ Options:
                                        from the port base), so steps get SLURM_STEP_RESV_PORTS
                        pack            SelectTypeParameters=CR_Core,CR_Pack_Nodes
                        cgroup          task/cgroup,task/affinity with ConstrainCores=yes and
-                                       proctrack/cgroup (cgroup.conf)
+                                       proctrack/cgroup (cgroup.conf); tasks are bound to
+                                       CPUs only on request (TaskPluginParam=None)
                        tmpfs           job_container/tmpfs: every job gets a private /tmp
                        gres            GresTypes=gpu, $gres_gpus_per_node gpus per node (gres.conf), backed by
                                        character devices made in each node's mount namespace
