@@ -252,7 +252,7 @@ require_environment() {
     done
   fi
   for tool in slurmctld slurmd srun sinfo scontrol munge unmunge munged unshare nsenter setsid flock ss taskset python3; do
-    command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2"
+    command -v "$tool" >/dev/null || die "'$tool' not found; install the Debian packages slurmctld slurmd slurm-client munge util-linux iproute2 python3"
   done
 }
 
