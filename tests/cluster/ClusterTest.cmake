@@ -10,6 +10,9 @@ set(DTRAIN_CLUSTER_SCRIPT ${PROJECT_SOURCE_DIR}/slurm/local/cluster.sh)
 set(DTRAIN_CLUSTER_FIXTURE slurm_cluster)
 set(DTRAIN_CLUSTER_RESOURCE_LOCK slurm_cluster)
 set(DTRAIN_CLUSTER_ENV_RUNNER ${CMAKE_CURRENT_LIST_DIR}/run_with_cluster_env.sh)
+# The topology the plugin reads on the gres and site profiles: its four GPUs match the four gres
+# devices cluster.sh gives every node.
+set(DTRAIN_GRES_TOPOLOGY ${PROJECT_SOURCE_DIR}/tests/fixtures/topologies/gpu-order-differs.xml)
 if(CMAKE_BINARY_DIR MATCHES "^/tmp(/|$)")
   message(WARNING "dtrain: the cluster tests cannot run from a build tree under /tmp "
                   "(${CMAKE_BINARY_DIR}): every emulated node has a private /tmp. "
@@ -20,15 +23,38 @@ endif()
 # registers: `default` (build/cluster, fixture slurm_cluster) unless the folder sets
 # DTRAIN_CLUSTER_PROFILES before registering, as tests/CMakeLists.txt does for the suites that
 # must also pass on `site`. Profile P other than default runs in build/cluster-P with fixture
-# slurm_cluster_P (tests/cluster/CMakeLists.txt), and its tests' names end in _P.
+# slurm_cluster_P (dtrain_add_cluster_fixture, called in tests/cluster/CMakeLists.txt), and its
+# tests' names end in _P.
 set(DTRAIN_CLUSTER_PROFILES default)
 
-function(dtrain_cluster_profile_state_dir profile out)
+# dtrain_cluster_profile(P): sets cluster_state_dir, cluster_fixture and cluster_name_suffix
+# (empty for default, _P otherwise) in the caller's scope.
+function(dtrain_cluster_profile profile)
   if(profile STREQUAL "default")
-    set(${out} ${DTRAIN_CLUSTER_STATE_DIR} PARENT_SCOPE)
+    set(cluster_state_dir ${DTRAIN_CLUSTER_STATE_DIR} PARENT_SCOPE)
+    set(cluster_fixture ${DTRAIN_CLUSTER_FIXTURE} PARENT_SCOPE)
+    set(cluster_name_suffix "" PARENT_SCOPE)
   else()
-    set(${out} ${DTRAIN_CLUSTER_STATE_DIR}-${profile} PARENT_SCOPE)
+    set(cluster_state_dir ${DTRAIN_CLUSTER_STATE_DIR}-${profile} PARENT_SCOPE)
+    set(cluster_fixture ${DTRAIN_CLUSTER_FIXTURE}_${profile} PARENT_SCOPE)
+    set(cluster_name_suffix _${profile} PARENT_SCOPE)
   endif()
+endfunction()
+
+# dtrain_add_cluster_fixture(P PLUGSTACK): cluster_up[_P] and cluster_down[_P], which start profile
+# P's cluster with PLUGSTACK as its plugstack.conf and take it down after its tests.
+function(dtrain_add_cluster_fixture profile plugstack)
+  dtrain_cluster_profile(${profile})
+  add_test(NAME cluster_up${cluster_name_suffix}
+           COMMAND sh -c "mkdir -p '${cluster_state_dir}' && cp '${plugstack}' '${cluster_state_dir}/plugstack.conf' && exec '${DTRAIN_CLUSTER_SCRIPT}' up --state-dir '${cluster_state_dir}' --profile ${profile}")
+  set_tests_properties(cluster_up${cluster_name_suffix} PROPERTIES
+    FIXTURES_SETUP ${cluster_fixture} LABELS "cluster;profile-${profile}"
+    RESOURCE_LOCK ${DTRAIN_CLUSTER_RESOURCE_LOCK} TIMEOUT 120)
+  add_test(NAME cluster_down${cluster_name_suffix}
+           COMMAND ${DTRAIN_CLUSTER_SCRIPT} down --state-dir ${cluster_state_dir})
+  set_tests_properties(cluster_down${cluster_name_suffix} PROPERTIES
+    FIXTURES_CLEANUP ${cluster_fixture} LABELS "cluster;profile-${profile}"
+    RESOURCE_LOCK ${DTRAIN_CLUSTER_RESOURCE_LOCK} TIMEOUT 60)
 endfunction()
 
 # dtrain_add_cluster_test(NAME name COMMAND cmd [args...] [TIMEOUT seconds]
@@ -60,17 +86,11 @@ function(dtrain_add_cluster_test)
     if(profile IN_LIST arg_NOT_ON_PROFILES)
       continue()
     endif()
-    dtrain_cluster_profile_state_dir(${profile} state_dir)
-    if(profile STREQUAL "default")
-      set(name ${arg_NAME})
-      set(fixture ${DTRAIN_CLUSTER_FIXTURE})
-    else()
-      set(name ${arg_NAME}_${profile})
-      set(fixture ${DTRAIN_CLUSTER_FIXTURE}_${profile})
-    endif()
-    set(fixtures ${fixture} ${arg_FIXTURES_REQUIRED})
+    dtrain_cluster_profile(${profile})
+    set(name ${arg_NAME}${cluster_name_suffix})
+    set(fixtures ${cluster_fixture} ${arg_FIXTURES_REQUIRED})
     add_test(NAME ${name}
-             COMMAND ${DTRAIN_CLUSTER_ENV_RUNNER} ${state_dir} ${arg_COMMAND}
+             COMMAND ${DTRAIN_CLUSTER_ENV_RUNNER} ${cluster_state_dir} ${arg_COMMAND}
              WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
     set_tests_properties(${name} PROPERTIES
       LABELS "cluster;profile-${profile};${arg_LABELS}"
