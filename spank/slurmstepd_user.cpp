@@ -68,7 +68,7 @@ void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
           "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr +
           ") is already in use by another process; local rank " + std::to_string(local) +
           " cannot listen on its endpoint. Fix: stop that process, or "
-          "configure reserved ports (MpiParams=ports= and srun --resv-ports)");
+          "let Slurm reserve each step's ports (MpiParams=ports=A-B in slurm.conf)");
     }
   }
   if (plan.layout.ranks[0].node == plan.node && core::port_in_use(addr, plan.ports.master)) {

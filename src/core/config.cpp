@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/ports.hpp"
 
 namespace dtrain::core {
 namespace {
@@ -150,10 +151,12 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
                     "'; valid keys: " + std::string(kPluginKeys));
     }
   }
-  if (config.port_block > config.ports.size()) {
+  if (derived_port_job_classes(config.ports, config.port_block) == 0) {
     throw_invalid("plugstack argument 'port_block' (" + std::to_string(config.port_block) +
-                  ") is larger than the port range (" + std::to_string(config.ports.size()) +
-                  " ports); widen ports= or lower port_block=");
+                  ") needs a port range of at least " +
+                  std::to_string(kDerivedPortStepClasses * config.port_block) +
+                  " ports (64 concurrent steps of port_block ports each), but ports= holds " +
+                  std::to_string(config.ports.size()) + "; widen ports= or lower port_block=");
   }
   return config;
 }

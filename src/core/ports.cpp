@@ -20,6 +20,10 @@ std::vector<std::uint16_t> parse_port_list(std::string_view text) {
   return ports;
 }
 
+std::uint32_t derived_port_job_classes(const PortRange& range, std::uint32_t port_block) {
+  return port_block == 0 ? 0 : range.size() / port_block / kDerivedPortStepClasses;
+}
+
 StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint32_t job_id,
                      std::uint32_t step_id, std::uint32_t max_local_tasks,
                      std::string_view reserved_ports) {
@@ -39,22 +43,31 @@ StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint
                 "--resv-ports=" +
                 std::to_string(needed);
   }
-  const std::uint32_t blocks_in_range = range.size() / port_block;
-  const std::uint32_t blocks_needed = (needed + port_block - 1) / port_block;
-  if (blocks_needed > blocks_in_range) {
-    throw_invalid("the step needs " + std::to_string(needed) + " ports per node but the port range " +
-                  std::to_string(range.first) + "-" + std::to_string(range.last) +
-                  " holds only " + std::to_string(blocks_in_range * port_block) +
-                  " usable ones; widen ports= in plugstack.conf");
+  if (needed > port_block) {
+    throw_invalid(
+        "the step has " + std::to_string(max_local_tasks) +
+        " tasks on its busiest node, so it needs " + std::to_string(needed) +
+        " ports per node, but derived ports give a step at most port_block=" +
+        std::to_string(port_block) +
+        "; let Slurm reserve them (MpiParams=ports=A-B in slurm.conf, srun --resv-ports=" +
+        std::to_string(needed) + ") or raise port_block= in plugstack.conf");
   }
-  const std::uint32_t starts = blocks_in_range - blocks_needed + 1;
-  const std::uint64_t slot = (4ull * job_id + (step_id % 4u)) % starts;
-  const std::uint32_t base = range.first + static_cast<std::uint32_t>(slot) * port_block;
+  const std::uint32_t stride = range.size() / port_block;
+  const std::uint32_t job_classes = derived_port_job_classes(range, port_block);
+  if (job_classes == 0) {
+    throw_invalid("port range " + std::to_string(range.first) + "-" + std::to_string(range.last) +
+                  " is too small for port_block=" + std::to_string(port_block) +
+                  "; it needs at least " + std::to_string(kDerivedPortStepClasses * port_block) +
+                  " ports");
+  }
+  const std::uint32_t colour =
+      (job_id % job_classes) * kDerivedPortStepClasses + step_id % kDerivedPortStepClasses;
+  const auto port_of_row = [&](std::uint32_t row) {
+    return static_cast<std::uint16_t>(range.first + row * stride + colour);
+  };
   plan.endpoint_ports.resize(max_local_tasks);
-  for (std::uint32_t l = 0; l < max_local_tasks; ++l) {
-    plan.endpoint_ports[l] = static_cast<std::uint16_t>(base + l);
-  }
-  plan.master = static_cast<std::uint16_t>(base + max_local_tasks);
+  for (std::uint32_t l = 0; l < max_local_tasks; ++l) plan.endpoint_ports[l] = port_of_row(l);
+  plan.master = port_of_row(max_local_tasks);
   return plan;
 }
 

@@ -192,6 +192,44 @@ def check_concurrent():
     print(f"dtrain: ok: concurrent jobs {a[0]['SLURM_JOB_ID']} and {b[0]['SLURM_JOB_ID']} use disjoint ports")
 
 
+def check_concurrent_steps():
+    # The reported collision: a batch job running steps side by side, where steps s and s + 4
+    # used to get the same ports. Eight steps on one node each listen on their endpoint and
+    # master ports while all eight run, so a shared port fails the step with EADDRINUSE.
+    holder = ("import os,socket,subprocess,sys,time\n"
+              "socks=[]\n"
+              "for p in (os.environ['DTRAIN_CURRENT_ENDPOINT'].rsplit(':',1)[1], os.environ['DTRAIN_MASTER_PORT']):\n"
+              "    s=socket.socket(); s.bind(('', int(p))); s.listen(); socks.append(s)\n"
+              "subprocess.run(['/usr/bin/python3', sys.argv[1], sys.argv[2]], check=True)\n"
+              "time.sleep(4)\n")
+    steps = 8
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE)) as tmp:
+        script, out, holder_py = (os.path.join(tmp, n) for n in ("job.sh", "job.out", "holder.py"))
+        out_dir = report_dir()
+        with open(holder_py, "w") as f:
+            f.write(holder)
+        with open(script, "w") as f:
+            f.write("#!/bin/bash\n#SBATCH -N1 -n1\n"
+                    f"for i in $(seq {steps}); do\n"
+                    f"  srun --overlap -N1 -n1 --distributed-train /usr/bin/python3 {holder_py} {REPORTER} {out_dir} &\n"
+                    "done\n"
+                    "failed=0; for p in $(jobs -p); do wait $p || failed=1; done; exit $failed\n")
+        proc = run(["sbatch", "--wait", "-o", out, script], check=False)
+        with open(out) as f:
+            log = f.read()
+    expect(proc.returncode == 0, f"a concurrent step failed:\n{log[-3000:]}")
+    tasks = reports(out_dir)
+    by_step = {t["SLURM_STEP_ID"]: t for t in tasks}
+    expect(len(by_step) == steps, f"expected {steps} steps, got {sorted(by_step)}:\n{log[-2000:]}")
+    seen = {}
+    for step, t in sorted(by_step.items(), key=lambda kv: int(kv[0])):
+        for port in (int(t["DTRAIN_CURRENT_ENDPOINT"].rsplit(":", 1)[1]), int(t["DTRAIN_MASTER_PORT"])):
+            expect(port not in seen, f"steps {seen.get(port)} and {step} share port {port}")
+            seen[port] = step
+    print(f"dtrain: ok: {steps} concurrent steps of job {tasks[0]['SLURM_JOB_ID']} (steps 0-{steps - 1}) "
+          f"listened on {len(seen)} distinct ports at once")
+
+
 def check_bad_option():
     proc = run(["srun", "--distributed-train=torch,mxnet", "-N1", "-n1", "true"], check=False)
     expect(proc.returncode != 0, "a bad option value was accepted")
@@ -225,7 +263,13 @@ def check_oversized():
     # 600 ranks with a 200-byte suffix: each endpoint is ~210 bytes, the list ~126 KiB, and
     # TF_CONFIG's quoted list ~128 KiB: past Linux's 131072-byte limit for one string.
     suffix = "-" + "x" * 199
-    with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off"):
+    # 160 tasks on a node need 161 ports, more than the default port_block=32 gives.
+    with plugstack_args("check_ports=off"):
+        refused = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/bin/true"],
+                      check=False)
+    expect(refused.returncode != 0, "a step with 160 tasks per node got derived ports from 32-port blocks")
+    expect("srun --resv-ports=161" in refused.stderr and "port_block=" in refused.stderr, refused.stderr[-2000:])
+    with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off", "port_block=161"):
         proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/usr/bin/python3", "-c",
                     "import os,sys; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); "
                     "assert 'DTRAIN_ENDPOINTS' not in os.environ; "
@@ -238,7 +282,8 @@ def check_oversized():
     expect(size > 131072, f"endpoint list only {size} bytes")
     warnings = proc.stderr.count("exceed Linux's 131072-byte limit")
     expect(warnings == 1, f"expected one warning per step, got {warnings}:\n{proc.stderr[-2000:]}")
-    print(f"dtrain: ok: a {size}-byte endpoint list went to DTRAIN_ENDPOINTS_FILE, all 640 tasks started, one warning")
+    print(f"dtrain: ok: 160 tasks per node refused with port_block=32 (naming the fix); with port_block=161 a "
+          f"{size}-byte endpoint list went to DTRAIN_ENDPOINTS_FILE, all 640 tasks started, one warning")
 
 
 CHECKS = {
@@ -246,6 +291,7 @@ CHECKS = {
     "frameworks": check_frameworks,
     "sbatch": check_sbatch,
     "concurrent": check_concurrent,
+    "concurrent-steps": check_concurrent_steps,
     "bad-option": check_bad_option,
     "bad-plugstack": check_bad_plugstack,
     "unresolvable-suffix": check_unresolvable_suffix,

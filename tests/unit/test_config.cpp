@@ -27,7 +27,7 @@ TEST(PluginConfig, DefaultsAreSensible) {
 }
 
 TEST(PluginConfig, ParsesEveryKey) {
-  const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-30999",
+  const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
                                     "port_block=16", "address=name", "suffix=-ib",
                                     "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp", "bind=off",
                                     "check_ports=no"});
@@ -35,7 +35,7 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
   EXPECT_EQ(c.ports.first, 30000);
-  EXPECT_EQ(c.ports.last, 30999);
+  EXPECT_EQ(c.ports.last, 31023);
   EXPECT_EQ(c.port_block, 16u);
   EXPECT_EQ(c.address_mode, AddressMode::kName);
   EXPECT_EQ(c.host_suffix, "-ib");

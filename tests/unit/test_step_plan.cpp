@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "core/env_spill_io.hpp"
 #include "core/error.hpp"
@@ -48,50 +47,6 @@ std::string fake_resolve(const std::string& host) {
 }
 
 }  // namespace
-
-TEST(Ports, DerivedPortsAreDeterministicAndSeparateFromTheMaster) {
-  const PortRange range{20000, 59999};
-  const auto a = plan_ports(range, 32, 1234, 1, 8, "");
-  const auto b = plan_ports(range, 32, 1234, 1, 8, "");
-  EXPECT_EQ(a.endpoint_ports, b.endpoint_ports);
-  EXPECT_EQ(a.source, PortSource::kDerived);
-  ASSERT_EQ(a.endpoint_ports.size(), 8u);
-  for (std::size_t i = 1; i < 8; ++i) EXPECT_EQ(a.endpoint_ports[i], a.endpoint_ports[0] + i);
-  EXPECT_EQ(a.master, a.endpoint_ports[0] + 8);
-  EXPECT_GE(a.endpoint_ports[0], 20000);
-  EXPECT_LE(a.master, 59999);
-}
-
-TEST(Ports, ConcurrentJobsGetDisjointPorts) {
-  const PortRange range{20000, 59999};
-  std::set<std::uint16_t> used;
-  for (std::uint32_t job = 5000; job < 5100; ++job) {
-    for (std::uint32_t stepid = 0; stepid < 4; ++stepid) {
-      const auto p = plan_ports(range, 32, job, stepid, 8, "");
-      for (auto port : p.endpoint_ports) EXPECT_TRUE(used.insert(port).second) << job;
-      EXPECT_TRUE(used.insert(p.master).second);
-    }
-  }
-}
-
-TEST(Ports, ManyTasksSpanSeveralBlocks) {
-  const auto p = plan_ports(PortRange{20000, 20999}, 32, 7, 0, 100, "");
-  EXPECT_EQ(p.endpoint_ports.size(), 100u);
-  EXPECT_LE(p.master, 20999);
-  EXPECT_THROW(plan_ports(PortRange{20000, 20063}, 32, 7, 0, 100, ""), Error);
-}
-
-TEST(Ports, ReservedPortsWinWhenThereAreEnough) {
-  const auto p = plan_ports(PortRange{}, 32, 1, 0, 4, "12000-12003,12010");
-  EXPECT_EQ(p.source, PortSource::kReserved);
-  EXPECT_EQ(p.endpoint_ports, (std::vector<std::uint16_t>{12000, 12001, 12002, 12003}));
-  EXPECT_EQ(p.master, 12010);
-  const auto few = plan_ports(PortRange{}, 32, 1, 0, 4, "12000-12001");
-  EXPECT_EQ(few.source, PortSource::kDerived);
-  EXPECT_NE(few.note.find("--resv-ports=5"), std::string::npos);
-  EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12000-x"), Error);
-  EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12005-12000"), Error);
-}
 
 TEST(StepPlan, EndpointsAreInRankOrderAndIdenticalOnEveryNode) {
   PluginConfig config;
@@ -201,8 +156,9 @@ TEST(EnvSpill, OnlyOversizedValuesMoveAndSharedOnesAreWrittenOnce) {
   PluginConfig config;
   config.address_mode = AddressMode::kName;
   const std::string name(200, 'n');
-  const auto plan = plan_step(step(name + "[1-2]", "2,998", "block", 2, 1000, 0, {0, 1}), config,
-                              FrameworkSet{}, nullptr);
+  auto inputs = step(name + "[1-2]", "2,998", "block", 2, 1000, 0, {0, 1});
+  inputs.reserved_ports = "40000-40998";  // derived ports stop at port_block - 1 tasks per node
+  const auto plan = plan_step(inputs, config, FrameworkSet{}, nullptr);
   int asked = 0;
   auto env = node_environment(plan, 0, {}, [&] {
     ++asked;
