@@ -153,7 +153,7 @@ TEST_F(PlanMatchesPlugin, WithGpuBindingFromASiteTopology) {
 
 TEST_F(PlanMatchesPlugin, WithOneFrameworkOnNodeOne) {
   auto step = node2_of_uneven_step(
-      {"address=name", "ports=30000-30999", "topology=" DTRAIN_FIXTURES "/dgx-h100.xml"});
+      {"address=name", "ports=30000-32047", "topology=" DTRAIN_FIXTURES "/dgx-h100.xml"});
   step.node = 0;
   step.local_ranks = {0, 1, 2, 3};
   step.option = "paddle";
@@ -168,7 +168,9 @@ TEST_F(PlanMatchesPlugin, WithValuesSpilledToFiles) {
             1000,
             0,
             {0, 1},
-            {"address=name", "topology=none", "env_dir=" + work_.string()},
+            // 998 tasks on a node need 999 ports: the widest range holds 64 blocks of that.
+            {"address=name", "topology=none", "env_dir=" + work_.string(), "ports=1024-65535",
+             "port_block=999"},
             ""};
   expect_same(step);
   EXPECT_TRUE(std::filesystem::exists(work_ / ("dtrain-" + std::to_string(geteuid()) + "-77.3") /
