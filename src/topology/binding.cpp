@@ -214,8 +214,9 @@ int nic_distance(const Placement& gpu, const Placement& nic) {
 // Closest NIC per GPU; equally close NICs are shared out by rounds of bipartite matching
 // (Kuhn's augmenting paths, candidates tried by load, then PCI order), so a NIC serves a
 // second GPU only when every equally close NIC already serves one.
-std::map<std::size_t, NicAssignment> choose_nics(const NodeTopology& topology,
-                                                 const std::vector<std::size_t>& gpus) {
+// gpu -> the NICs at its best distance, in PCI order. HCAs only, on nodes that have any.
+std::map<std::size_t, std::vector<std::size_t>> closest_nics(const NodeTopology& topology,
+                                                             const std::vector<std::size_t>& gpus) {
   const std::vector<std::size_t> nic_order = pci_sorted_indices(topology.nics);
   const bool have_hca = std::any_of(topology.nics.begin(), topology.nics.end(),
                                     [](const Nic& n) { return !n.hca.empty(); });
@@ -223,10 +224,8 @@ std::map<std::size_t, NicAssignment> choose_nics(const NodeTopology& topology,
   for (std::size_t n : nic_order) {
     if (!have_hca || !topology.nics[n].hca.empty()) pool.push_back(n);
   }
-  std::map<std::size_t, NicAssignment> result;
-  if (pool.empty()) return result;
-
-  std::map<std::size_t, std::vector<std::size_t>> candidates;  // gpu -> NICs at best distance
+  std::map<std::size_t, std::vector<std::size_t>> candidates;
+  if (pool.empty()) return candidates;
   for (std::size_t g : gpus) {
     int best = std::numeric_limits<int>::max();
     for (std::size_t n : pool) {
@@ -238,6 +237,34 @@ std::map<std::size_t, NicAssignment> choose_nics(const NodeTopology& topology,
       if (d == best) candidates[g].push_back(n);
     }
   }
+  return candidates;
+}
+
+// The node-wide NCCL_IB_HCA set: every NIC closest to some GPU of the node, whether or not the
+// step holds that GPU. NCCL wants one HCA list on all ranks (PXN relays through a peer GPU's
+// NIC), and a list independent of the step's GPUs is also the same on every node of a model;
+// NICs no GPU is closest to (storage, management) stay out.
+std::vector<NicChoice> node_fabric_nics(const NodeTopology& topology) {
+  std::vector<std::size_t> all_gpus(topology.gpus.size());
+  for (std::size_t g = 0; g < all_gpus.size(); ++g) all_gpus[g] = g;
+  std::vector<std::size_t> used;
+  for (const auto& [gpu, nics] : closest_nics(topology, all_gpus)) {
+    used.insert(used.end(), nics.begin(), nics.end());
+  }
+  std::vector<NicChoice> out;
+  for (std::size_t n : pci_sorted_indices(topology.nics)) {
+    if (std::find(used.begin(), used.end(), n) == used.end()) continue;
+    const Nic& nic = topology.nics[n];
+    out.push_back({nic.bus_id, nic.hca, nic.netdev, nic.port, Closeness::kSys});
+  }
+  return out;
+}
+
+std::map<std::size_t, NicAssignment> choose_nics(const NodeTopology& topology,
+                                                 const std::vector<std::size_t>& gpus) {
+  std::map<std::size_t, NicAssignment> result;
+  auto candidates = closest_nics(topology, gpus);
+  if (candidates.empty()) return result;
   std::map<std::size_t, unsigned> load;
   std::vector<std::size_t> pending = gpus;
   while (!pending.empty()) {
@@ -322,6 +349,9 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
         "GPU " + topology.gpus[g].bus_id + " has no NIC in its NUMA domain; it uses " +
         (nic.hca.empty() ? nic.netdev : nic.hca) + " across the CPU interconnect (SYS)");
   }
+
+  const std::vector<NicChoice> fabric = node_fabric_nics(topology);
+  for (TaskBinding& task : plan.tasks) task.node_nics = fabric;
 
   std::vector<const CpuList*> domains;  // CPU domains in order of first use
   std::vector<std::vector<std::size_t>> users;

@@ -12,6 +12,7 @@
 //    NICs the choice is spread by a deterministic matching in PCI order, so two GPUs share a
 //    NIC only when there are fewer such NICs than GPUs. HCAs (OpenFabrics devices) are the
 //    candidates when the node has any; plain netdevs are used only on nodes without HCAs.
+//    The node's fabric NICs (NCCL_IB_HCA) are all NICs closest to any of the node's GPUs.
 //  - CPUs: a GPU's CPU domain is its locality (its NUMA domain). Each domain's cores are split
 //    into equal contiguous shares among the tasks using a GPU there, in local-rank order (whole
 //    cores; single PUs when there are more such tasks than cores). Without GPUs the machine's
@@ -66,9 +67,12 @@ struct TaskBinding {
   std::vector<std::string> gpu_bus_ids;  // PCI order; empty for a CPU-only task
   std::string cuda_visible_devices;      // in the task's own numbering; empty when no GPU
   std::vector<NicChoice> nics;           // distinct NICs of its GPUs, in GPU order
-  CpuList cpus;                          // PU os indexes
-  unsigned cores = 0;                    // cores touched by `cpus` (OMP_NUM_THREADS)
-  std::vector<unsigned> numa_nodes;      // NUMA nodes holding `cpus`
+  // Every NIC closest to some GPU of the node, PCI order; the same for every GPU task of the
+  // node (closeness is not meaningful here). Empty for a CPU-only task.
+  std::vector<NicChoice> node_nics;
+  CpuList cpus;                      // PU os indexes
+  unsigned cores = 0;                // cores touched by `cpus` (OMP_NUM_THREADS)
+  std::vector<unsigned> numa_nodes;  // NUMA nodes holding `cpus`
 };
 
 struct BindingPlan {

@@ -8,6 +8,11 @@ void append(std::string& list, const std::string& item) {
   list += item;
 }
 
+// ":port" only when the port is known.
+std::string with_port(const std::string& hca, unsigned port) {
+  return port == 0 ? hca : hca + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 std::vector<EnvVar> binding_environment(const TaskBinding& task) {
@@ -16,19 +21,22 @@ std::vector<EnvVar> binding_environment(const TaskBinding& task) {
     env.emplace_back("CUDA_VISIBLE_DEVICES", task.cuda_visible_devices);
     env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   }
-  std::string hcas;
+  std::string fabric_hcas;
+  for (const NicChoice& nic : task.node_nics) {
+    if (!nic.hca.empty()) append(fabric_hcas, with_port(nic.hca, nic.port));
+  }
   std::string ucx;
   std::string netdevs;
+  std::string own;
   for (const NicChoice& nic : task.nics) {
-    std::string port;
-    if (nic.port != 0) port.append(":").append(std::to_string(nic.port));
-    if (!nic.hca.empty()) append(hcas, nic.hca + port);
-    if (!nic.hca.empty() && nic.port != 0) append(ucx, nic.hca + port);
+    if (!nic.hca.empty() && nic.port != 0) append(ucx, with_port(nic.hca, nic.port));
     if (!nic.netdev.empty()) append(netdevs, nic.netdev);
+    append(own, nic.hca.empty() ? nic.netdev : with_port(nic.hca, nic.port));
   }
-  if (!hcas.empty()) env.emplace_back("NCCL_IB_HCA", "=" + hcas);
+  if (!fabric_hcas.empty()) env.emplace_back("NCCL_IB_HCA", "=" + fabric_hcas);
   if (!ucx.empty()) env.emplace_back("UCX_NET_DEVICES", ucx);
   if (!netdevs.empty()) env.emplace_back("NCCL_SOCKET_IFNAME", "=" + netdevs);
+  if (!own.empty()) env.emplace_back("DTRAIN_NIC", own);
   if (!task.cpus.empty()) {
     env.emplace_back("OMP_NUM_THREADS", std::to_string(task.cores));
     env.emplace_back("DTRAIN_CPU_LIST", format_cpu_list(task.cpus));

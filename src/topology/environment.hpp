@@ -13,10 +13,11 @@ namespace dtrain::topology {
 using EnvVar = std::pair<std::string, std::string>;
 
 // For a task with GPUs: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID, DTRAIN_GPU_BUS_IDS;
-// with HCAs: NCCL_IB_HCA ("=mlx5_0:1,mlx5_1:1": '=' asks NCCL for exact names; ":port" only
-// when the port is known) and UCX_NET_DEVICES ("mlx5_0:1", only HCAs with a known port);
-// with netdevs: NCCL_SOCKET_IFNAME ("=ibp24s0"); always, when the task has CPUs:
-// OMP_NUM_THREADS (its cores) and DTRAIN_CPU_LIST ("0-13,112-125").
+// NCCL_IB_HCA from the node's fabric HCAs, identical for every task of the node
+// ("=mlx5_0:1,mlx5_1:1": '=' asks NCCL for exact names; ":port" only when the port is known);
+// from the task's own nearest NICs: UCX_NET_DEVICES ("mlx5_0:1", only HCAs with a known port),
+// NCCL_SOCKET_IFNAME ("=ibp24s0") and DTRAIN_NIC ("mlx5_0:1", or the netdev without an HCA);
+// always, when the task has CPUs: OMP_NUM_THREADS (its cores) and DTRAIN_CPU_LIST ("0-13,112-125").
 std::vector<EnvVar> binding_environment(const TaskBinding& task);
 
 }  // namespace dtrain::topology

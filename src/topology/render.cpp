@@ -69,6 +69,12 @@ std::string render_binding_table(const BindingPlan& plan) {
   }
   std::string text = format_columns(rows);
   for (const std::string& warning : plan.warnings) text += "warning: " + warning + '\n';
+  if (!plan.tasks.empty() && !plan.tasks[0].node_nics.empty()) {
+    std::vector<std::string> fabric;
+    for (const NicChoice& nic : plan.tasks[0].node_nics)
+      fabric.push_back(nic_label(nic.hca, nic.netdev));
+    text += "node fabric NICs (NCCL_IB_HCA of every GPU task): " + join(fabric) + '\n';
+  }
   return text;
 }
 

@@ -27,7 +27,10 @@ TWO_CPU = os.path.join(FIXTURES, "two-cpu-two-gpu.xml")
 SKIPPED = 77
 
 BINDING_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_IB_HCA", "UCX_NET_DEVICES",
-                 "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "DTRAIN_CPU_LIST", "DTRAIN_GPU_BUS_IDS")
+                 "NCCL_SOCKET_IFNAME", "DTRAIN_NIC", "OMP_NUM_THREADS", "DTRAIN_CPU_LIST",
+                 "DTRAIN_GPU_BUS_IDS")
+# NCCL_IB_HCA on a DGX H100: one value for every task, the eight compute HCAs, not the storage pair.
+DGX_FABRIC = "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
 # Inputs of the binding that must come only from what a check sets.
 SCRUBBED = BINDING_NAMES + ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 # The checks count warnings; a busy-port warning caused by an unrelated process would be noise.
@@ -147,7 +150,8 @@ def check_dgx_eight():
         want = {
             "CUDA_VISIBLE_DEVICES": str(local),
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "NCCL_IB_HCA": f"=mlx5_{local}:1",
+            "NCCL_IB_HCA": DGX_FABRIC,
+            "DTRAIN_NIC": f"mlx5_{local}:1",
             "UCX_NET_DEVICES": f"mlx5_{local}:1",
             "NCCL_SOCKET_IFNAME": "=" + DGX_NETDEVS[local],
             "OMP_NUM_THREADS": "14",
@@ -158,7 +162,8 @@ def check_dgx_eight():
                                          f"{name}={t.get(name)!r}, expected {value!r}")
     check_affinity(tasks, allowed, stderr)
     check_nothing_else_warned(stderr)
-    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, mlx5_t, cores 14t.. and 112+14t.., "
+    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, DTRAIN_NIC mlx5_t, NCCL_IB_HCA mlx5_0-7 on every task, "
+          "cores 14t.. and 112+14t.., "
           "affinity = plan ∩ allowed CPUs")
 
 
@@ -182,7 +187,8 @@ def check_restricted_gpus():
                 local = int(t["SLURM_LOCALID"])
                 hca, cpus, threads = RESTRICTED[local]
                 want = {"CUDA_VISIBLE_DEVICES": expected[local], "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                        "NCCL_IB_HCA": f"={hca}:1", "DTRAIN_CPU_LIST": cpus, "OMP_NUM_THREADS": threads}
+                        "NCCL_IB_HCA": DGX_FABRIC, "DTRAIN_NIC": f"{hca}:1", "DTRAIN_CPU_LIST": cpus,
+                        "OMP_NUM_THREADS": threads}
                 for name, value in want.items():
                     expect(t.get(name) == value,
                            f"{case} (CUDA_VISIBLE_DEVICES={visible}): rank {t['SLURM_PROCID']} "
@@ -204,7 +210,8 @@ def check_xml_affinity_applied():
     check_step(tasks)
     for t in tasks:
         local = int(t["SLURM_LOCALID"])
-        want = {"CUDA_VISIBLE_DEVICES": str(local), "NCCL_IB_HCA": f"=mlx5_{local}:1",
+        want = {"CUDA_VISIBLE_DEVICES": str(local), "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
+                "DTRAIN_NIC": f"mlx5_{local}:1",
                 "NCCL_SOCKET_IFNAME": f"=ib{local}", "DTRAIN_CPU_LIST": str(local),
                 "OMP_NUM_THREADS": "1", "cpus_allowed": str(local)}
         for name, value in want.items():
@@ -244,7 +251,8 @@ def check_broken_topology():
                    f"fallback:\n{said[0]}")
             for t in tasks:
                 where = f"topology={path}: rank {t['SLURM_PROCID']}"
-                for name in ("CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "UCX_NET_DEVICES", "DTRAIN_GPU_BUS_IDS"):
+                for name in ("CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "UCX_NET_DEVICES", "DTRAIN_NIC",
+                             "DTRAIN_GPU_BUS_IDS"):
                     expect(name not in t, f"{where}: {name}={t.get(name)} set from a GPU-less machine")
                 expect("DTRAIN_CPU_LIST" in t, f"{where}: no CPU binding from this machine's topology")
                 expect(cpu_set(t["DTRAIN_CPU_LIST"]) <= allowed.of(t),

@@ -33,14 +33,23 @@ std::vector<std::string> words_of(const std::string& line) {
   return words;
 }
 
+// The DGX H100's eight compute-fabric HCAs; its storage pair mlx5_8/mlx5_9 is closest to no GPU.
+constexpr const char* kDgxFabric =
+    "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1";
+
 TEST(BindingEnvironment, DgxTaskGetsTheWholeContract) {
   const NodeTopology topo = load_topology(fixture("dgx-h100.xml"));
   const BindingPlan p = plan(topo, 8);
   const std::vector<EnvVar> expected = {
-      {"CUDA_VISIBLE_DEVICES", "5"},        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-      {"NCCL_IB_HCA", "=mlx5_5:1"},         {"UCX_NET_DEVICES", "mlx5_5:1"},
-      {"NCCL_SOCKET_IFNAME", "=ibp192s0"},  {"OMP_NUM_THREADS", "14"},
-      {"DTRAIN_CPU_LIST", "70-83,182-195"}, {"DTRAIN_GPU_BUS_IDS", "0000:c3:00.0"},
+      {"CUDA_VISIBLE_DEVICES", "5"},
+      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+      {"NCCL_IB_HCA", kDgxFabric},
+      {"UCX_NET_DEVICES", "mlx5_5:1"},
+      {"NCCL_SOCKET_IFNAME", "=ibp192s0"},
+      {"DTRAIN_NIC", "mlx5_5:1"},
+      {"OMP_NUM_THREADS", "14"},
+      {"DTRAIN_CPU_LIST", "70-83,182-195"},
+      {"DTRAIN_GPU_BUS_IDS", "0000:c3:00.0"},
   };
   EXPECT_EQ(binding_environment(p.tasks[5]), expected);
 }
@@ -51,9 +60,10 @@ TEST(BindingEnvironment, ListsEveryNicOfAMultiGpuTask) {
   const std::vector<EnvVar> expected = {
       {"CUDA_VISIBLE_DEVICES", "4,5,6,7"},
       {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-      {"NCCL_IB_HCA", "=mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
+      {"NCCL_IB_HCA", kDgxFabric},
       {"UCX_NET_DEVICES", "mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
       {"NCCL_SOCKET_IFNAME", "=ibp154s0,ibp192s0,ibp206s0,ibp220s0"},
+      {"DTRAIN_NIC", "mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
       {"OMP_NUM_THREADS", "56"},
       {"DTRAIN_CPU_LIST", "56-111,168-223"},
       {"DTRAIN_GPU_BUS_IDS", "0000:9d:00.0,0000:c3:00.0,0000:d1:00.0,0000:df:00.0"},
@@ -66,12 +76,17 @@ TEST(BindingEnvironment, UnknownPortKeepsTheExactNameAndSkipsUcx) {
   task.gpu_bus_ids = {"0000:01:00.0"};
   task.cuda_visible_devices = "0";
   task.nics = {{"0000:02:00.0", "mlx5_3", "", 0, Closeness::kPix}};
+  task.node_nics = task.nics;
   task.cpus = {0, 1};
   task.cores = 1;
   const std::vector<EnvVar> expected = {
-      {"CUDA_VISIBLE_DEVICES", "0"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-      {"NCCL_IB_HCA", "=mlx5_3"},    {"OMP_NUM_THREADS", "1"},
-      {"DTRAIN_CPU_LIST", "0-1"},    {"DTRAIN_GPU_BUS_IDS", "0000:01:00.0"},
+      {"CUDA_VISIBLE_DEVICES", "0"},
+      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+      {"NCCL_IB_HCA", "=mlx5_3"},
+      {"DTRAIN_NIC", "mlx5_3"},
+      {"OMP_NUM_THREADS", "1"},
+      {"DTRAIN_CPU_LIST", "0-1"},
+      {"DTRAIN_GPU_BUS_IDS", "0000:01:00.0"},
   };
   EXPECT_EQ(binding_environment(task), expected);
 }
@@ -83,16 +98,18 @@ TEST(BindingEnvironment, CpuOnlyTaskGetsOnlyCpuVariables) {
   EXPECT_EQ(binding_environment(p.tasks[1]), expected);
 }
 
-TEST(Render, BindingTableHasOneRowPerTaskAndTheWarnings) {
+TEST(Render, BindingTableHasOneRowPerTaskTheWarningsAndTheNodeFabric) {
   const BindingPlan p = plan(load_topology(fixture("4gpu-missing-nic.xml")), 4);
   const auto lines = lines_of(render_binding_table(p));
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 7u);
   EXPECT_EQ(words_of(lines[0])[0], "task");
   EXPECT_EQ(words_of(lines[1]), (std::vector<std::string>{"0", "0000:19:00.0", "0", "mlx5_0/ib0",
                                                           "PIX", "0-7", "8", "0"}));
   EXPECT_EQ(words_of(lines[4]), (std::vector<std::string>{"3", "0000:bb:00.0", "3", "mlx5_2/ib2",
                                                           "SYS", "24-31", "8", "3"}));
   EXPECT_EQ(lines[5].rfind("warning: GPU 0000:bb:00.0", 0), 0u) << lines[5];
+  EXPECT_EQ(lines[6],
+            "node fabric NICs (NCCL_IB_HCA of every GPU task): mlx5_0/ib0,mlx5_1/ib1,mlx5_2/ib2");
 }
 
 TEST(Render, ClosenessMatrixLooksLikeNvidiaSmiTopo) {
@@ -120,7 +137,9 @@ TEST(Render, JsonCarriesTopologyTasksEnvironmentAndWarnings) {
   EXPECT_EQ(json["nics"][0]["hca"], "mlx5_0");
   EXPECT_EQ(json["tasks"][3]["nics"][0]["closeness"], "SYS");
   EXPECT_EQ(json["tasks"][3]["cpus"], "24-31");
-  EXPECT_EQ(json["tasks"][3]["environment"]["NCCL_IB_HCA"], "=mlx5_2:1");
+  // The GPU without a NIC of its own uses mlx5_2; the node-wide list has every GPU's NIC.
+  EXPECT_EQ(json["tasks"][3]["environment"]["DTRAIN_NIC"], "mlx5_2:1");
+  EXPECT_EQ(json["tasks"][3]["environment"]["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
   EXPECT_EQ(json["warnings"].size(), 1u);
 }
 

@@ -14,6 +14,7 @@
 namespace dtrain::topology {
 namespace {
 
+using testing::fixture;
 using testing::shared_topology;
 
 BindingPlan plan(const NodeTopology& topo, unsigned tasks) {
@@ -81,8 +82,53 @@ TEST(RealTopologies, P4dGpusAreFoundThroughPciClassAndShareEfaPerHostBridge) {
     EXPECT_EQ(p.tasks[t].nics[0].hca, p.tasks[t & ~1u].nics[0].hca);    // two GPUs per EFA
     EXPECT_EQ(env_value(p.tasks[t], "NCCL_SOCKET_IFNAME"), "(unset)");  // EFA has no netdev
   }
-  EXPECT_EQ(env_value(p.tasks[0], "NCCL_IB_HCA"), "=rdmap16s27:1");
+  EXPECT_EQ(env_value(p.tasks[0], "DTRAIN_NIC"), "rdmap16s27:1");
   EXPECT_NE(p.tasks[0].nics[0].hca, p.tasks[2].nics[0].hca);
+}
+
+// NCCL_IB_HCA is one value for every task of a node, whatever the task count or the GPUs the
+// step holds: every NIC closest to some GPU, storage and management NICs left out. DTRAIN_NIC
+// and UCX_NET_DEVICES keep each task's own rail, which is always part of that list.
+struct FabricCase {
+  const char* file;
+  bool shared;
+  const char* nccl_ib_hca;
+};
+
+TEST(RealTopologies, NcclIbHcaIsNodeWideAndListsOnlyTheGpusFabric) {
+  SKIP_WITHOUT_SHARED_TOPOLOGIES();
+  const FabricCase cases[] = {
+      {"dgx-h100.xml", false,
+       "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
+      {"aws-ofi-nccl_p4d_topology.xml", true,
+       "=rdmap16s27:1,rdmap32s27:1,rdmap144s27:1,rdmap160s27:1"},
+      {"aws-ofi-nccl_p5en_topology.xml", true,
+       "=rdmap85s0:1,rdmap86s0:1,rdmap87s0:1,rdmap88s0:1,rdmap110s0:1,rdmap111s0:1,"
+       "rdmap112s0:1,rdmap113s0:1,rdmap135s0:1,rdmap136s0:1,rdmap137s0:1,rdmap138s0:1,"
+       "rdmap160s0:1,rdmap161s0:1,rdmap162s0:1,rdmap163s0:1"},
+      {"mpibind_coral-lassen.xml", true, "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1"},
+  };
+  for (const FabricCase& c : cases) {
+    SCOPED_TRACE(c.file);
+    const NodeTopology topo = load_topology(c.shared ? shared_topology(c.file) : fixture(c.file));
+    const auto gpus = static_cast<unsigned>(topo.gpus.size());
+    for (unsigned tasks = 1; tasks <= gpus; ++tasks) {
+      const BindingPlan p = plan(topo, tasks);
+      for (const TaskBinding& task : p.tasks) {
+        EXPECT_EQ(env_value(task, "NCCL_IB_HCA"), c.nccl_ib_hca) << tasks << " tasks";
+        for (const NicChoice& own : task.nics) {
+          EXPECT_NE(std::string(c.nccl_ib_hca).find(own.hca + ":"), std::string::npos) << own.hca;
+        }
+        EXPECT_NE(env_value(task, "DTRAIN_NIC"), "(unset)");
+      }
+    }
+    // A step holding only the last GPU still lists the whole node's fabric.
+    BindingRequest last;
+    last.allowed_gpu_indices = std::vector<unsigned>{gpus - 1};
+    const BindingPlan one = plan_binding(topo, last);
+    EXPECT_EQ(env_value(one.tasks[0], "NCCL_IB_HCA"), c.nccl_ib_hca);
+    EXPECT_EQ(env_value(one.tasks[0], "UCX_NET_DEVICES"), env_value(one.tasks[0], "DTRAIN_NIC"));
+  }
 }
 
 TEST(RealTopologies, P5enGivesEachGpuItsOwnSwitchLocalEfa) {
