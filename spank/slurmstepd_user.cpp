@@ -78,9 +78,9 @@ void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
   }
 }
 
-topology::StepGpuVariables step_gpu_variables(spank_t sp) {
+topology::StepGpuVariables step_gpu_variables(spank_t sp, const core::PluginConfig& config) {
   return {get_env(sp, "SLURM_STEP_GPUS"), get_env(sp, "SLURM_JOB_GPUS"),
-          get_env(sp, "CUDA_VISIBLE_DEVICES")};
+          get_env(sp, "CUDA_VISIBLE_DEVICES"), config.gpus_from_slurm_only};
 }
 
 // Loads the configured topology; a broken site XML falls back to this machine's own
@@ -114,7 +114,7 @@ topology::NodeBinding bind_local_tasks(const core::PluginConfig& config, unsigne
   try {
     out = topology::bind_node(load_for_step(config, load_warnings), local_tasks, gpus);
   } catch (const std::exception& e) {
-    out = {topology::unbound_node(gpus), {}, {}};
+    out = {topology::unbound_node(gpus), {}, {}, {}};
     out.warnings.push_back(std::string("no GPU/NIC/CPU binding for this step: ") + e.what());
   }
   out.warnings.insert(out.warnings.begin(), load_warnings.begin(), load_warnings.end());
@@ -161,7 +161,8 @@ void plan_node(spank_t sp) {
   if (st.config.check_ports) warn_about_busy_ports(plan, st);
 
   const auto local_tasks = static_cast<unsigned>(plan.layout.node_ranks[plan.node].size());
-  auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp));
+  auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp, st.config));
+  for (const auto& note : binding.notes) log_verbose(note);
   // A site XML is the same file on every node, so its warnings are said once per step.
   const bool site_topology = st.config.topology.kind == core::TopologySource::Kind::kFile;
   auto& binding_warnings = site_topology ? st.step_warnings : st.node_warnings;

@@ -144,6 +144,12 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
       config.env_dir = require_absolute_path(key, value);
     } else if (key == "bind") {
       config.bind = parse_switch(key, value);
+    } else if (key == "gpus") {
+      if (value != "auto" && value != "slurm") {
+        throw_invalid("plugstack argument 'gpus': " + quote_for_error(value) +
+                      " is not valid; use gpus=auto (default) or gpus=slurm");
+      }
+      config.gpus_from_slurm_only = value == "slurm";
     } else if (key == "check_ports") {
       config.check_ports = parse_switch(key, value);
     } else {

@@ -65,12 +65,15 @@ struct PluginConfig {
   TopologyCache topology_cache;  // topology_cache=DIR | none
   std::string env_dir = "/tmp";  // env_dir=: where oversized values are written, as the user
   bool bind = true;              // bind=on|off: GPU/NIC/CPU binding
-  bool check_ports = true;       // check_ports=on|off: warn when a needed port is in use
+  // gpus=slurm: only the GPUs in SLURM_STEP_GPUS are the step's (gres on shared nodes); auto:
+  // also, where Slurm names no GPUs at all, a user's CUDA_VISIBLE_DEVICES or every GPU.
+  bool gpus_from_slurm_only = false;
+  bool check_ports = true;  // check_ports=on|off: warn when a needed port is in use
 };
 
 inline constexpr std::string_view kPluginKeys =
     "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, env_dir, "
-    "bind, check_ports";
+    "bind, gpus, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

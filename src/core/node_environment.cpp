@@ -9,7 +9,7 @@ namespace dtrain::core {
 namespace {
 
 bool has_gpu(const NodeBindingEnv& binding, std::size_t local) {
-  if (binding.tasks.empty()) return binding.visible_devices_set;
+  if (binding.tasks.empty() || binding.gpus_left_as_named) return binding.visible_devices_set;
   return local < binding.tasks.size() && binding.tasks[local].gpu_count > 0;
 }
 
@@ -22,7 +22,7 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
     env.push_back({"PADDLE_DISTRI_BACKEND", "gloo", true});
     return;
   }
-  if (binding.tasks.empty()) return;
+  if (binding.tasks.empty() || binding.gpus_left_as_named) return;
   // FLAGS_selected_gpus indexes the devices the task sees.
   std::string selected;
   for (std::size_t i = 0; i < binding.tasks[local].gpu_count; ++i) {

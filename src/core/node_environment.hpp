@@ -25,6 +25,9 @@ struct NodeBindingEnv {
   // Without a binding a task is taken to have a GPU when Slurm or the user set
   // CUDA_VISIBLE_DEVICES.
   bool visible_devices_set = false;
+  // GPUs were left as CUDA_VISIBLE_DEVICES names them (UUIDs, MIG): the tasks bound CPUs only,
+  // yet have GPUs exactly when CUDA_VISIBLE_DEVICES is set.
+  bool gpus_left_as_named = false;
 };
 
 struct SpillFile {

@@ -142,6 +142,7 @@ int run(const Options& opt) {
     gpus = {env_value("SLURM_STEP_GPUS"), env_value("SLURM_JOB_GPUS"),
             env_value("CUDA_VISIBLE_DEVICES")};
   }
+  gpus.slurm_only = config.gpus_from_slurm_only;
   std::map<std::uint32_t, dtrain::core::NodeEnvironment> node_envs;
   auto environment_of = [&](std::uint32_t rank) -> const std::vector<dtrain::core::EnvVar>& {
     const auto& place = plan.layout.ranks[rank];

@@ -7,30 +7,62 @@
 namespace dtrain::topology {
 namespace {
 
-// Slurm's gres sets SLURM_STEP_GPUS (node GPU indices in PCI order) and CUDA_VISIBLE_DEVICES.
-// When the cgroup hides the other GPUs, CUDA_VISIBLE_DEVICES is renumbered from 0 and differs.
-// Without gres, a CUDA_VISIBLE_DEVICES the user set limits the GPUs the binding may use;
-// one that names devices by UUID or MIG instance cannot be matched, so no GPU is bound.
+// Slurm's gres sets SLURM_STEP_GPUS (node GPU indices in PCI order) and CUDA_VISIBLE_DEVICES for
+// a step that holds GPUs. When the cgroup hides the other GPUs, CUDA_VISIBLE_DEVICES is
+// renumbered from 0 and differs. A step without GPUs in a GPU job (srun --gres=none) gets
+// neither, only the job's SLURM_JOB_GPUS: it holds no GPU, and binding the job's GPUs would hand
+// it devices another step owns. Without gres, a CUDA_VISIBLE_DEVICES the user set limits the
+// GPUs the binding may use. A value that names devices by UUID or MIG instance (gres.conf with
+// unique ids, NVML autodetection) cannot be matched to the topology's GPUs: it is kept as it is
+// and only CPUs are bound.
 // Returns whether Slurm, not the user, set CUDA_VISIBLE_DEVICES.
 bool apply_gpu_limits(const StepGpuVariables& gpus, BindingRequest& request,
-                      std::vector<std::string>& warnings) {
-  const auto& slurm_gpus = gpus.step_gpus ? gpus.step_gpus : gpus.job_gpus;
+                      std::vector<std::string>& notes) {
   const auto& visible = gpus.cuda_visible_devices;
-  if (slurm_gpus && !slurm_gpus->empty()) {
-    request.allowed_gpu_indices = parse_gpu_index_list(*slurm_gpus, "SLURM_STEP_GPUS");
-    request.numbering = (visible && *visible == *slurm_gpus) ? GpuNumbering::kWholeNode
-                                                             : GpuNumbering::kAllowedOnly;
+  const auto no_gpus = [&](std::string why) {
+    request.allowed_gpu_indices = std::vector<unsigned>{};
+    notes.push_back(std::move(why));
+  };
+  const auto is_index_list = [](const std::string& text, const char* what) {
+    try {
+      parse_gpu_index_list(text, what);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (gpus.step_gpus) {
+    if (visible && !is_index_list(*visible, "CUDA_VISIBLE_DEVICES")) {
+      no_gpus("CUDA_VISIBLE_DEVICES=" + *visible +
+              " names GPUs by UUID or MIG instance, which the topology cannot match; kept as "
+              "Slurm set it, no GPU or NIC binding, CPU binding only");
+      return true;
+    }
+    request.allowed_gpu_indices = parse_gpu_index_list(*gpus.step_gpus, "SLURM_STEP_GPUS");
+    request.numbering = (visible && *visible == *gpus.step_gpus) ? GpuNumbering::kWholeNode
+                                                                 : GpuNumbering::kAllowedOnly;
     return visible.has_value();
+  }
+  if (gpus.job_gpus) {
+    no_gpus("the job has GPUs (SLURM_JOB_GPUS=" + *gpus.job_gpus +
+            ") but this step holds none (no SLURM_STEP_GPUS); no GPU or NIC binding, CPU "
+            "binding only");
+    return false;
+  }
+  if (gpus.slurm_only) {
+    no_gpus(
+        "gpus=slurm and Slurm gave this step no GPUs (no SLURM_STEP_GPUS); no GPU or NIC "
+        "binding, CPU binding only");
+    return false;
   }
   if (!visible) return false;
   request.numbering = GpuNumbering::kWholeNode;
-  try {
-    request.allowed_gpu_indices = parse_gpu_index_list(*visible, "CUDA_VISIBLE_DEVICES");
-  } catch (const Error&) {
-    request.allowed_gpu_indices = std::vector<unsigned>{};
-    warnings.push_back("CUDA_VISIBLE_DEVICES=" + *visible +
-                       " does not name GPUs by index; no GPU or NIC binding, CPU binding only");
+  if (!is_index_list(*visible, "CUDA_VISIBLE_DEVICES")) {
+    no_gpus("CUDA_VISIBLE_DEVICES=" + *visible +
+            " does not name GPUs by index; kept, no GPU or NIC binding, CPU binding only");
+    return false;
   }
+  request.allowed_gpu_indices = parse_gpu_index_list(*visible, "CUDA_VISIBLE_DEVICES");
   return false;
 }
 
@@ -43,7 +75,11 @@ NodeBinding bind_node(const NodeTopology& topology, unsigned local_tasks,
   if (local_tasks == 0) return out;
   BindingRequest request;
   request.local_tasks = local_tasks;
-  const bool slurm_set_visible_devices = apply_gpu_limits(gpus, request, out.warnings);
+  const bool slurm_set_visible_devices = apply_gpu_limits(gpus, request, out.notes);
+  // The step holds GPUs that the topology cannot name; it has none when nothing names any.
+  out.env.gpus_left_as_named = request.allowed_gpu_indices &&
+                               request.allowed_gpu_indices->empty() &&
+                               gpus.cuda_visible_devices.has_value();
   const auto plan = plan_binding(topology, request);
   out.warnings.insert(out.warnings.end(), plan.warnings.begin(), plan.warnings.end());
   for (const auto& task : plan.tasks) {

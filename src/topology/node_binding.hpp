@@ -18,16 +18,21 @@ struct StepGpuVariables {
   std::optional<std::string> step_gpus;             // SLURM_STEP_GPUS
   std::optional<std::string> job_gpus;              // SLURM_JOB_GPUS
   std::optional<std::string> cuda_visible_devices;  // CUDA_VISIBLE_DEVICES
+  bool slurm_only = false;  // gpus=slurm: without SLURM_STEP_GPUS the step holds no GPU
 };
 
 struct NodeBinding {
   core::NodeBindingEnv env;
   std::vector<CpuList> cpus;  // index: local rank; the plan, which may name CPUs not here
   std::vector<std::string> warnings;
+  // Expected situations worth a line at verbose level only, e.g. GPUs named by UUID.
+  std::vector<std::string> notes;
 };
 
 // Throws dtrain::Error when the GPUs Slurm allowed are not in `topology` or the request is
-// inconsistent; a CUDA_VISIBLE_DEVICES that names no GPU by index is a warning instead.
+// inconsistent. GPUs are bound only from SLURM_STEP_GPUS (a step of a GPU job without it holds
+// none) or, without Slurm's GPU variables, from all GPUs or a user's CUDA_VISIBLE_DEVICES; a
+// CUDA_VISIBLE_DEVICES that names no GPU by index is kept and only CPUs are bound (a note).
 NodeBinding bind_node(const NodeTopology& topology, unsigned local_tasks,
                       const StepGpuVariables& gpus);
 

@@ -13,13 +13,16 @@ must be the plan (DTRAIN_CPU_LIST) intersected with that, or unchanged when the 
 empty.
 """
 import os
+import shlex
 import sys
+import tempfile
+from xml.etree import ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # keep the source tree clean of __pycache__
 sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
 from check_plugin_steps import (CheckFailed, check_step, expect, plugstack_args, report_dir,  # noqa: E402
-                                reports, run, REPORTER)
+                                reports, run, PLUGSTACK, REPORTER, STATE)
 
 FIXTURES = os.path.realpath(os.path.join(HERE, "..", "fixtures", "topologies"))
 DGX = os.path.join(FIXTURES, "dgx-h100.xml")
@@ -267,6 +270,98 @@ def check_broken_topology():
           "CPU-only binding from this machine")
 
 
+GPU_NAMES = ("CUDA_VISIBLE_DEVICES", "DTRAIN_GPU_BUS_IDS", "NCCL_IB_HCA", "DTRAIN_NIC", "UCX_NET_DEVICES")
+GRES_PROFILES = ("gres", "site")
+MIG = "MIG-4f2a8c1e-1a2b-5c3d-9e8f-0123456789ab"
+
+
+def gpu_bus_ids(topology_path):
+    """PCI bus ids of an hwloc XML's GPUs (PCI devices with a cuda or nvml OS device), PCI order."""
+    ids = []
+    for pci in ElementTree.parse(topology_path).iter("object"):
+        if pci.get("type") == "PCIDev" and any(
+                child.get("type") == "OSDev" and (child.get("name") or "").startswith(("cuda", "nvml"))
+                for child in pci.findall("object")):
+            ids.append(pci.get("pci_busid"))
+    return sorted(ids)
+
+
+def cluster_plugstack_args():
+    """The arguments the cluster's own plugstack.conf line loads the plugin with."""
+    with open(PLUGSTACK) as f:
+        return shlex.split(f.read())[2:]
+
+
+def expect_no_gpu(tasks, what):
+    for t in tasks:
+        for name in GPU_NAMES:
+            expect(name not in t, f"{what}: rank {t['SLURM_PROCID']} got {name}={t.get(name)!r}")
+        expect("DTRAIN_CPU_LIST" in t, f"{what}: rank {t['SLURM_PROCID']} has no CPU binding")
+
+
+def batch_steps(job_args, steps):
+    """Runs `steps` (srun argument lists, each reporting into its own directory) in one batch job."""
+    dirs = [report_dir() for _ in steps]
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE)) as tmp:
+        script, out = os.path.join(tmp, "job.sh"), os.path.join(tmp, "job.out")
+        with open(script, "w") as f:
+            f.write("#!/bin/bash\n")
+            for args, d in zip(steps, dirs):
+                f.write(shlex.join(["srun", "--distributed-train", *args, "/usr/bin/python3", REPORTER, d]) + "\n")
+        proc = run(["sbatch", "--wait", "-o", out, *job_args, script], check=False)
+        with open(out) as f:
+            log = f.read()
+    expect(proc.returncode == 0, f"the batch job failed:\n{log[-3000:]}")
+    return [reports(d) for d in dirs]
+
+
+def check_step_gpus_gres():
+    # Slurm's gres hands out the GPUs: a step holds what SLURM_STEP_GPUS names, and a step with
+    # --gres=none inside the GPU job holds none (Slurm leaves only SLURM_JOB_GPUS).
+    topology = next(a.split("=", 1)[1] for a in cluster_plugstack_args() if a.startswith("topology="))
+    bus_ids = gpu_bus_ids(topology)
+    with plugstack_args(*cluster_plugstack_args(), QUIET_PORTS):
+        with_gpus, without = batch_steps(["-w", "node1", "-N1", "-n2", "--gres=gpu:2"],
+                                         [["-n2"], ["-n1", "--gres=none"]])
+    check_step(with_gpus)
+    step_gpus = with_gpus[0].get("SLURM_STEP_GPUS", "")
+    expect(len(step_gpus.split(",")) == 2, f"Slurm gave the step GPUs {step_gpus!r}, not two")
+    want = sorted(bus_ids[int(i)] for i in step_gpus.split(","))
+    got = sorted(t.get("DTRAIN_GPU_BUS_IDS", "") for t in with_gpus)
+    expect(got == want, f"SLURM_STEP_GPUS={step_gpus}: the tasks were bound to {got}, not {want}")
+    expect_no_gpu(without, "srun --gres=none in a GPU job")
+    # gpus=slurm: a job that asked for no GPU gets none, although the node has four.
+    with plugstack_args(*cluster_plugstack_args(), QUIET_PORTS, "gpus=slurm"):
+        (plain,) = batch_steps(["-w", "node1", "-N1", "-n2"], [["-n2"]])
+    expect_no_gpu(plain, "gpus=slurm, a job without GPUs")
+    print(f"dtrain: ok: gres: SLURM_STEP_GPUS={step_gpus} bound {want}; srun --gres=none and, with "
+          "gpus=slurm, a job without GPUs got no GPU, NIC or CUDA variable")
+
+
+def check_step_gpus_emulated():
+    # Without gres here, Slurm's variables are given to the step as gres would set them.
+    args = ["-N1", "-n2"]
+    with plugstack_args(f"topology={DGX}", QUIET_PORTS):
+        tasks, _ = srun(args, step_environment(SLURM_JOB_GPUS="0,1"))
+        expect_no_gpu(tasks, "SLURM_JOB_GPUS without SLURM_STEP_GPUS")
+        tasks, _ = srun(args, step_environment(SLURM_JOB_GPUS="0,1", SLURM_STEP_GPUS="0,1",
+                                               CUDA_VISIBLE_DEVICES=MIG))
+    for t in tasks:
+        expect(t.get("CUDA_VISIBLE_DEVICES") == MIG,
+               f"rank {t['SLURM_PROCID']}: Slurm's MIG value became {t.get('CUDA_VISIBLE_DEVICES')!r}")
+        for name in GPU_NAMES[1:]:
+            expect(name not in t, f"MIG: rank {t['SLURM_PROCID']} got {name}={t.get(name)!r}")
+        expect("PADDLE_DISTRI_BACKEND" not in t, f"MIG: rank {t['SLURM_PROCID']} was treated as a CPU task")
+    print("dtrain: ok: SLURM_JOB_GPUS alone binds no GPU; a MIG CUDA_VISIBLE_DEVICES is kept, CPUs bound only")
+
+
+def check_step_gpus():
+    if os.environ.get("DTRAIN_CLUSTER_PROFILE") in GRES_PROFILES:
+        check_step_gpus_gres()
+    else:
+        check_step_gpus_emulated()
+
+
 def check_no_binding():
     args = ["-N2", "--ntasks-per-node=2"]
     env = step_environment()
@@ -286,18 +381,22 @@ def check_no_binding():
 
 def check_user_values():
     args = ["-N2", "--ntasks-per-node=3"]
-    env = step_environment(CUDA_VISIBLE_DEVICES="5", OMP_NUM_THREADS="3")
+    user = {"OMP_NUM_THREADS": "3", "NCCL_IB_HCA": "=mlx5_9:1"}
+    # Slurm's gres/gpu itself removes CUDA_VISIBLE_DEVICES from a step that holds no GPU.
+    if os.environ.get("DTRAIN_CLUSTER_PROFILE") not in GRES_PROFILES:
+        user["CUDA_VISIBLE_DEVICES"] = "5"
+    env = step_environment(**user)
     with plugstack_args(f"topology={DGX}", QUIET_PORTS):
         tasks, _ = srun(args, env)
     check_step(tasks)
     for t in tasks:
-        for name, value in (("CUDA_VISIBLE_DEVICES", "5"), ("OMP_NUM_THREADS", "3")):
+        for name, value in user.items():
             expect(t.get(name) == value,
                    f"rank {t['SLURM_PROCID']}: the user's {name}={value} became {t.get(name)!r}")
         # The rest of the binding is still exported: the user chose only these two.
         expect("DTRAIN_CPU_LIST" in t and t.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID",
                f"rank {t['SLURM_PROCID']}: binding not exported next to the user's values")
-    print("dtrain: ok: the user's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS are kept")
+    print(f"dtrain: ok: the user's {', '.join(sorted(user))} are kept")
 
 
 CHECKS = {
@@ -307,6 +406,7 @@ CHECKS = {
     "broken-topology": check_broken_topology,
     "no-binding": check_no_binding,
     "user-values": check_user_values,
+    "step-gpus": check_step_gpus,
 }
 
 if __name__ == "__main__":

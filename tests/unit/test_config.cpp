@@ -24,13 +24,14 @@ TEST(PluginConfig, DefaultsAreSensible) {
   EXPECT_EQ(c.address_mode, AddressMode::kAddress);
   EXPECT_EQ(c.ports.first, 20000);
   EXPECT_TRUE(c.bind);
+  EXPECT_FALSE(c.gpus_from_slurm_only);
 }
 
 TEST(PluginConfig, ParsesEveryKey) {
   const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
                                     "port_block=16", "address=name", "suffix=-ib",
                                     "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp", "bind=off",
-                                    "check_ports=no"});
+                                    "gpus=slurm", "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
@@ -43,6 +44,7 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_EQ(c.topology_cache, TopologyCache{});
   EXPECT_EQ(c.env_dir, "/var/tmp");
   EXPECT_FALSE(c.bind);
+  EXPECT_TRUE(c.gpus_from_slurm_only);
   EXPECT_FALSE(c.check_ports);
 }
 
@@ -58,6 +60,7 @@ TEST(PluginConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of({"suffix=a b"}).find("'suffix'"), std::string::npos);
   EXPECT_NE(error_of({"topology=relative.xml"}).find("absolute path"), std::string::npos);
   EXPECT_NE(error_of({"bind=maybe"}).find("'bind'"), std::string::npos);
+  EXPECT_NE(error_of({"gpus=all"}).find("gpus=slurm"), std::string::npos);
   EXPECT_NE(error_of({"novalue"}).find("key=value"), std::string::npos);
   EXPECT_NE(error_of({"=x"}).find("key=value"), std::string::npos);
   EXPECT_NE(error_of({"bind=on", "bind=off"}).find("twice"), std::string::npos);
