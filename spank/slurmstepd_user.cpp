@@ -2,8 +2,8 @@
 
 #include <slurm/slurm.h>
 
-#include "core/env_spill_io.hpp"
 #include "core/error.hpp"
+#include "core/memory_file_io.hpp"
 #include "core/net_io.hpp"
 #include "core/node_environment.hpp"
 #include "spank/slurmd_topology_cache.hpp"
@@ -171,10 +171,7 @@ void plan_node(spank_t sp) {
     binding_warnings.push_back(std::move(starved));
   }
 
-  auto env = core::node_environment(plan, plan.node, binding.env, [&] {
-    return core::make_step_env_dir(st.config.env_dir, inputs.job_id, inputs.step_id);
-  });
-  core::write_spill_files(env.files);
+  auto env = core::node_environment(plan, plan.node, binding.env);
   if (!env.spill_warning.empty()) st.step_warnings.push_back(env.spill_warning);
 
   const auto& local_ranks = plan.layout.node_ranks[plan.node];
@@ -222,7 +219,12 @@ int apply_to_task(spank_t sp) {
         continue;
       }
     }
-    set_env(sp, var.name, var.value);
+    if (var.value_in_memory_file) {
+      // In the task itself: the file lives exactly as long as the task, in its namespaces.
+      set_env(sp, var.name, core::export_memory_file(var.name, var.value));
+    } else {
+      set_env(sp, var.name, var.value);
+    }
   }
   apply_task_affinity(task.cpus);
   return 0;

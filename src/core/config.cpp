@@ -140,8 +140,6 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
       config.topology_cache = value == "none"
                                   ? TopologyCache{false, {}}
                                   : TopologyCache{true, require_absolute_path(key, value)};
-    } else if (key == "env_dir") {
-      config.env_dir = require_absolute_path(key, value);
     } else if (key == "bind") {
       config.bind = parse_switch(key, value);
     } else if (key == "gpus") {

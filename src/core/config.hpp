@@ -63,7 +63,6 @@ struct PluginConfig {
   std::string host_suffix;       // suffix=-ib: appended to each host name before resolving
   TopologySource topology;       // topology=/path.xml | live | none
   TopologyCache topology_cache;  // topology_cache=DIR | none
-  std::string env_dir = "/tmp";  // env_dir=: where oversized values are written, as the user
   bool bind = true;              // bind=on|off: GPU/NIC/CPU binding
   // gpus=slurm: only the GPUs in SLURM_STEP_GPUS are the step's (gres on shared nodes); auto:
   // also, where Slurm names no GPUs at all, a user's CUDA_VISIBLE_DEVICES or every GPU.
@@ -72,7 +71,7 @@ struct PluginConfig {
 };
 
 inline constexpr std::string_view kPluginKeys =
-    "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, env_dir, "
+    "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, "
     "bind, gpus, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.

@@ -20,8 +20,9 @@ std::string resolve_host(const std::string& host) {
   addrinfo* found = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (rc != 0) {
-    throw_invalid("cannot resolve host name '" + host + "': " + gai_strerror(rc) +
-                  "; check the node name, the suffix= setting in plugstack.conf, or use address=name");
+    throw_invalid(
+        "cannot resolve host name '" + host + "': " + gai_strerror(rc) +
+        "; check the node name, the suffix= setting in plugstack.conf, or use address=name");
   }
   std::string best;
   for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
@@ -69,7 +70,8 @@ bool port_in_use(const std::string& addr, std::uint16_t port) {
   // SO_REUSEADDR ignores TIME_WAIT leftovers, so only a live listener counts as "in use".
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const bool busy = bind(fd, reinterpret_cast<sockaddr*>(&storage), len) != 0 && errno == EADDRINUSE;
+  const bool busy =
+      bind(fd, reinterpret_cast<sockaddr*>(&storage), len) != 0 && errno == EADDRINUSE;
   close(fd);
   return busy;
 }

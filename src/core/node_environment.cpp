@@ -32,49 +32,32 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
   env.push_back({"FLAGS_selected_gpus", selected, true});
 }
 
-void spill_oversized(NodeEnvironment& out, const std::vector<std::uint32_t>& ranks,
-                     const std::function<std::string()>& spill_dir) {
-  std::string dir;
-  std::vector<std::string> spilled;
-  std::map<std::string, std::string> written;  // name -> value already in "<dir>/<name>"
-  for (std::size_t t = 0; t < out.tasks.size(); ++t) {
-    for (auto& var : out.tasks[t]) {
+void move_oversized_to_memory_files(NodeEnvironment& out) {
+  std::vector<std::string> moved;
+  for (auto& task : out.tasks) {
+    for (auto& var : task) {
       if (!exceeds_exec_limit(var)) continue;
-      if (dir.empty()) dir = spill_dir();
-      std::string path = dir + "/" + var.name;
-      const auto it = written.find(var.name);
-      if (it == written.end()) {
-        out.files.push_back({path, var.value});
-        written.emplace(var.name, var.value);
-      } else if (it->second != var.value) {
-        path += '.';
-        path += std::to_string(ranks.at(t));
-        out.files.push_back({path, var.value});
-      }
-      if (std::find(spilled.begin(), spilled.end(), var.name) == spilled.end()) {
-        spilled.push_back(var.name);
-      }
+      if (std::find(moved.begin(), moved.end(), var.name) == moved.end()) moved.push_back(var.name);
       var.name += "_FILE";
-      var.value = std::move(path);
+      var.value_in_memory_file = true;
     }
   }
-  if (spilled.empty()) return;
+  if (moved.empty()) return;
   std::string list;
-  for (const auto& name : spilled) {
+  for (const auto& name : moved) {
     if (!list.empty()) list += ", ";
     list += name;
   }
   out.spill_warning = list + " exceed Linux's " + std::to_string(kMaxEnvStringBytes) +
-                      "-byte limit for one environment string; exported NAME_FILE=path instead "
-                      "(files in " +
-                      dir + "/ on each node)";
+                      "-byte limit for one environment string; exported NAME_FILE instead, the "
+                      "path of a memory file each task holds (/proc/<pid>/fd/<n>, readable while "
+                      "the task runs; nothing is written to disk)";
 }
 
 }  // namespace
 
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
-                                 const NodeBindingEnv& binding,
-                                 const std::function<std::string()>& spill_dir) {
+                                 const NodeBindingEnv& binding) {
   if (node >= plan.layout.node_count()) {
     throw Error(ErrorKind::kInvalidInput, "node " + std::to_string(node) +
                                               " is outside the step's " +
@@ -92,7 +75,7 @@ NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
     if (plan.frameworks.paddle) add_paddle_device_rules(env, binding, local);
     out.tasks.push_back(std::move(env));
   }
-  spill_oversized(out, ranks, spill_dir);
+  move_oversized_to_memory_files(out);
   return out;
 }
 

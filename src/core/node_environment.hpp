@@ -1,12 +1,10 @@
 #pragma once
 // The exact environment of every task of one node, assembled in one place: the rank-level
 // names, the binding, the framework rules that depend on the binding, and which values go to
-// files because execve would refuse them. The plugin exports exactly this and dtrain-plan
-// prints exactly this. Pure: the one side effect, creating the files' directory, is the
-// caller's callback.
+// memory files because execve would refuse them. The plugin exports exactly this and dtrain-plan
+// prints exactly this. Pure.
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,22 +28,13 @@ struct NodeBindingEnv {
   bool gpus_left_as_named = false;
 };
 
-struct SpillFile {
-  std::string path;
-  std::string value;
-};
-
 struct NodeEnvironment {
   std::vector<std::vector<EnvVar>> tasks;  // index: local rank
-  std::vector<SpillFile> files;            // written as the user before any task starts
   std::string spill_warning;               // said once per step when anything was spilled
 };
 
-// `spill_dir` is called once, and only when some value is too long for execve; it returns the
-// directory its files go to (the plugin creates it there). A value shared by several tasks is
-// written once; one that differs per task gets ".<rank>" appended.
+// A value too long for execve becomes NAME_FILE with value_in_memory_file set (see EnvVar).
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
-                                 const NodeBindingEnv& binding,
-                                 const std::function<std::string()>& spill_dir);
+                                 const NodeBindingEnv& binding);
 
 }  // namespace dtrain::core

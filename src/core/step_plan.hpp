@@ -18,6 +18,9 @@ struct EnvVar {
   std::string name;
   std::string value;
   bool keep_user_value = false;  // binding variables: a value the user set wins
+  // NAME_FILE for a value execve would refuse: `value` is the content, and the exporter puts it
+  // in a memory file and exports that file's path instead (core/memory_file_io.hpp).
+  bool value_in_memory_file = false;
   bool operator==(const EnvVar&) const = default;
 };
 

@@ -12,7 +12,6 @@
 #include <optional>
 
 #include "core/config.hpp"
-#include "core/env_spill_io.hpp"
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
@@ -151,13 +150,7 @@ int run(const Options& opt) {
       const auto local_tasks = plan.layout.local_world_size(place.node);
       const auto binding = topology ? dtrain::topology::bind_node(*topology, local_tasks, gpus).env
                                     : dtrain::topology::unbound_node(gpus);
-      it = node_envs
-               .emplace(place.node, dtrain::core::node_environment(
-                                        plan, place.node, binding,
-                                        [&] {
-                                          return dtrain::core::step_spill_dir(
-                                              config.env_dir, geteuid(), o.job_id, o.step_id);
-                                        }))
+      it = node_envs.emplace(place.node, dtrain::core::node_environment(plan, place.node, binding))
                .first;
       if (!it->second.spill_warning.empty() && node_envs.size() == 1) {
         std::cout << "# warning: " << it->second.spill_warning << "\n";

@@ -4,6 +4,12 @@
 #include <iomanip>
 
 namespace dtrain::plan {
+namespace {
+
+// What the plugin exports for a memory file: the path exists only in the running task.
+constexpr const char* kMemoryFilePath = "/proc/<pid>/fd/<n>";
+
+}  // namespace
 
 void print_rank_table(std::ostream& out, const core::StepPlan& plan) {
   const auto& layout = plan.layout;
@@ -12,7 +18,7 @@ void print_rank_table(std::ostream& out, const core::StepPlan& plan) {
   out << "# step: " << layout.world_size() << " ranks on " << layout.node_count()
       << " nodes; master " << plan.master_addr << ":" << plan.ports.master << " ("
       << (plan.ports.source == core::PortSource::kReserved ? "Slurm reserved ports"
-                                                            : "derived ports")
+                                                           : "derived ports")
       << ")\n";
   out << std::left << std::setw(8) << "rank" << std::setw(6) << "node"
       << std::setw(static_cast<int>(host_width) + 2) << "host" << std::setw(7) << "local"
@@ -28,7 +34,13 @@ void print_rank_table(std::ostream& out, const core::StepPlan& plan) {
 void print_task_env(std::ostream& out, std::uint32_t rank, const std::vector<core::EnvVar>& env) {
   out << "# environment of rank " << rank << "\n";
   for (const auto& var : env) {
-    out << var.name << "=" << var.value;
+    if (var.value_in_memory_file) {
+      out << var.name << "=" << kMemoryFilePath << "   # a memory file of the task holding "
+          << var.value.size() << " bytes (" << var.name.substr(0, var.name.size() - 5)
+          << " is too long for execve)";
+    } else {
+      out << var.name << "=" << var.value;
+    }
     if (var.keep_user_value) out << "   # unless the user set it";
     out << "\n";
   }
@@ -52,21 +64,27 @@ nlohmann::json rank_table_json(const core::StepPlan& plan) {
                      {"address", plan.node_addresses[n]},
                      {"ranks", layout.node_ranks[n]}});
   }
-  return {{"world_size", layout.world_size()},
-          {"nnodes", layout.node_count()},
-          {"master_addr", plan.master_addr},
-          {"master_port", plan.ports.master},
-          {"port_source",
-           plan.ports.source == core::PortSource::kReserved ? "reserved" : "derived"},
-          {"endpoints", plan.endpoints},
-          {"ranks", std::move(ranks)},
-          {"nodes", std::move(nodes)},
-          {"warnings", plan.step_warnings}};
+  return {
+      {"world_size", layout.world_size()},
+      {"nnodes", layout.node_count()},
+      {"master_addr", plan.master_addr},
+      {"master_port", plan.ports.master},
+      {"port_source", plan.ports.source == core::PortSource::kReserved ? "reserved" : "derived"},
+      {"endpoints", plan.endpoints},
+      {"ranks", std::move(ranks)},
+      {"nodes", std::move(nodes)},
+      {"warnings", plan.step_warnings}};
 }
 
 nlohmann::json env_json(const std::vector<core::EnvVar>& env) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& var : env) out[var.name] = var.value;
+  for (const auto& var : env) {
+    if (var.value_in_memory_file) {
+      out[var.name] = {{"memory_file", kMemoryFilePath}, {"content", var.value}};
+    } else {
+      out[var.name] = var.value;
+    }
+  }
   return out;
 }
 

@@ -49,7 +49,7 @@ case $case_name in
     run_check --distributed-train -N4 -n8
     ;;
   held-endpoint-port)
-    # A port range of one block makes the plugin's base port exactly $base (as in
+    # pin_plugin_ports makes local rank 0's port of step 0 exactly $base (as in
     # tests/bootstrap/bootstrap_cases.sh blocked-endpoint); -N4 -n8 block puts rank 6 alone on
     # node3, so its endpoint is node3's address and $base.
     base=$(free_port_block 33)

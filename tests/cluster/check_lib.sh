@@ -78,13 +78,14 @@ for _ in range(200):
 PY
 }
 
-# pin_plugin_ports BASE SAVE_DIR: a ports= range of exactly one 32-port block makes the plugin's
-# base port BASE for every step. plugstack.conf is saved in SAVE_DIR; restore_plugstack puts it
+# pin_plugin_ports BASE SAVE_DIR: a ports= range of exactly 64 blocks of 32 gives the derived
+# scheme a stride of 64 and one job class, so local rank 0 of a job's step 0 listens on BASE (and
+# local rank l on BASE + 64 l). plugstack.conf is saved in SAVE_DIR; restore_plugstack puts it
 # back (call it from the caller's EXIT trap).
 pin_plugin_ports() {
   local base="$1" save_dir="$2" plugstack="${DTRAIN_CLUSTER_DIR:?}/plugstack.conf"
   cp "$plugstack" "$save_dir/plugstack.saved"
-  sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 31)) port_block=32|" "$plugstack"
+  sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 64 * 32 - 1)) port_block=32|" "$plugstack"
 }
 
 restore_plugstack() {

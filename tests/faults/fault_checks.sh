@@ -190,8 +190,8 @@ check_slurmd_stopped() {
 }
 
 # ---- endurance ----------------------------------------------------------------------------------
-# Counts what steps could leak, per node: processes, files in the node's /tmp (which is also the
-# plugin's default env_dir), entries in its /dev/shm, and listening sockets on its address.
+# Counts what steps could leak, per node: processes, files in the node's /tmp, entries in its
+# /dev/shm, and listening sockets on its address.
 resource_counts() {
   local node index pid tmp_files shm_entries ports processes
   for index in "${!nodes[@]}"; do

@@ -35,9 +35,6 @@ bool parses(const std::vector<std::string>& args, PluginConfig* out = nullptr) {
 void check_config(const PluginConfig& config) {
   require(config.ports.first >= 1024 && config.ports.first <= config.ports.last, "port range");
   require(config.port_block >= 2 && config.port_block <= config.ports.size(), "port_block");
-  require(!config.env_dir.empty() && config.env_dir.front() == '/', "env_dir is not absolute",
-          config.env_dir);
-  require(config.env_dir.find('\0') == std::string::npos, "env_dir holds NUL");
   const auto& topo = config.topology;
   require((topo.kind == TopologySource::Kind::kFile) ==
                   (!topo.path.empty() && topo.path.front() == '/') &&

@@ -13,9 +13,13 @@ SpankFake& fake() {
   return instance;
 }
 
-void reset_fake() { fake() = SpankFake{}; }
+void reset_fake() {
+  fake() = SpankFake{};
+}
 
-spank_t handle() { return reinterpret_cast<spank_t>(&fake()); }
+spank_t handle() {
+  return reinterpret_cast<spank_t>(&fake());
+}
 
 namespace {
 __attribute__((format(printf, 1, 0))) std::string format(const char* fmt, va_list ap) {
@@ -31,12 +35,16 @@ using dtrain::testing::fake;
 
 namespace {
 // spank.h defines the ESPANK_* codes as plain ints.
-spank_err_t err(int code) { return static_cast<spank_err_t>(code); }
+spank_err_t err(int code) {
+  return static_cast<spank_err_t>(code);
+}
 }  // namespace
 
 extern "C" {
 
-spank_context_t spank_context(void) { return fake().context; }
+spank_context_t spank_context(void) {
+  return fake().context;
+}
 
 const char* spank_strerror(spank_err_t err) {
   static thread_local char buf[32];
@@ -123,7 +131,9 @@ void slurm_verbose(const char* fmt, ...) {
   va_end(ap);
 }
 
-slurm_step_layout_t* slurm_job_step_layout_get(slurm_step_id_t*) { return nullptr; }
+slurm_step_layout_t* slurm_job_step_layout_get(slurm_step_id_t*) {
+  return nullptr;
+}
 void slurm_job_step_layout_free(slurm_step_layout_t*) {}
 
 }  // extern "C"

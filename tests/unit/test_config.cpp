@@ -30,7 +30,7 @@ TEST(PluginConfig, DefaultsAreSensible) {
 TEST(PluginConfig, ParsesEveryKey) {
   const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
                                     "port_block=16", "address=name", "suffix=-ib",
-                                    "topology=/etc/dtrain/dgx.xml", "env_dir=/var/tmp", "bind=off",
+                                    "topology=/etc/dtrain/dgx.xml", "bind=off",
                                     "gpus=slurm", "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
@@ -42,7 +42,6 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_EQ(c.host_suffix, "-ib");
   EXPECT_EQ(c.topology, (TopologySource{TopologySource::Kind::kFile, "/etc/dtrain/dgx.xml"}));
   EXPECT_EQ(c.topology_cache, TopologyCache{});
-  EXPECT_EQ(c.env_dir, "/var/tmp");
   EXPECT_FALSE(c.bind);
   EXPECT_TRUE(c.gpus_from_slurm_only);
   EXPECT_FALSE(c.check_ports);

@@ -32,9 +32,8 @@ class SpankPlugin : public ::testing::Test {
   // node2 of `srun -N4 -n8`: 4,2,1(x2), so this node runs global ranks 4 and 5.
   void remote_step_on_node2() {
     fake().context = S_CTX_REMOTE;
-    fake().items = {{S_JOB_ID, 77},          {S_JOB_STEPID, 0},
-                    {S_JOB_NODEID, 1},       {S_JOB_NNODES, 4},
-                    {S_JOB_TOTAL_TASK_COUNT, 8}, {S_JOB_LOCAL_TASK_COUNT, 2}};
+    fake().items = {{S_JOB_ID, 77},    {S_JOB_STEPID, 0},           {S_JOB_NODEID, 1},
+                    {S_JOB_NNODES, 4}, {S_JOB_TOTAL_TASK_COUNT, 8}, {S_JOB_LOCAL_TASK_COUNT, 2}};
     fake().local_to_global = {4, 5};
     fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-4]"},
                       {"SLURM_STEP_TASKS_PER_NODE", "4,2,1(x2)"},
@@ -101,14 +100,13 @@ TEST_F(SpankPlugin, SlurmdNeverFailsAndRegistersNothing) {
 
 TEST_F(SpankPlugin, SlurmdCachesTheLiveTopologyAndStepsUseIt) {
   if (geteuid() != 0) GTEST_SKIP() << "the topology cache must be owned by root";
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("dtrain-cache-test-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("dtrain-cache-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all |
-                                        std::filesystem::perms::group_read |
-                                        std::filesystem::perms::group_exec |
-                                        std::filesystem::perms::others_read |
-                                        std::filesystem::perms::others_exec);
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+               std::filesystem::perms::others_exec);
   const auto cache = dir / "cache";
   fake().context = S_CTX_SLURMD;
   ASSERT_EQ(call_init({"topology_cache=" + cache.string()}), 0);
@@ -169,7 +167,8 @@ TEST_F(SpankPlugin, UserValuesOfBindingVariablesAreKept) {
   ASSERT_EQ(task(0, 4), 0);
   EXPECT_EQ(fake().job_env["PADDLE_DISTRI_BACKEND"], "nccl");
   bool said = false;
-  for (const auto& m : fake().infos) said = said || m.find("keeping the user's") != std::string::npos;
+  for (const auto& m : fake().infos)
+    said = said || m.find("keeping the user's") != std::string::npos;
   EXPECT_TRUE(said);
 }
 
@@ -237,21 +236,19 @@ TEST_F(SpankPlugin, BatchStepIsLeftAlone) {
   EXPECT_EQ(fake().job_env.count("RANK"), 0u);
 }
 
-TEST_F(SpankPlugin, OversizedValuesGoToFilesAndTheTaskStillStarts) {
+TEST_F(SpankPlugin, OversizedValuesGoToMemoryFilesAndTheTaskStillStarts) {
   // 16384 ranks on 2048 nodes with a long suffix: the endpoint list is far over 128 KiB.
   fake().context = S_CTX_REMOTE;
-  fake().items = {{S_JOB_ID, 78},           {S_JOB_STEPID, 3},
-                  {S_JOB_NODEID, 0},        {S_JOB_NNODES, 2048},
-                  {S_JOB_TOTAL_TASK_COUNT, 16384}, {S_JOB_LOCAL_TASK_COUNT, 8}};
+  fake().items = {{S_JOB_ID, 78},
+                  {S_JOB_STEPID, 3},
+                  {S_JOB_NODEID, 0},
+                  {S_JOB_NNODES, 2048},
+                  {S_JOB_TOTAL_TASK_COUNT, 16384},
+                  {S_JOB_LOCAL_TASK_COUNT, 8}};
   for (std::uint32_t i = 0; i < 8; ++i) fake().local_to_global.push_back(i);
   fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-2048]"},
                     {"SLURM_STEP_TASKS_PER_NODE", "8(x2048)"}};
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("dtrain-spank-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  ASSERT_EQ(call_init({"address=name", "suffix=-a-rather-long-interconnect-name",
-                       "env_dir=" + dir.string()}),
-            0);
+  ASSERT_EQ(call_init({"address=name", "suffix=-a-rather-long-interconnect-name"}), 0);
   ASSERT_EQ(use_option(nullptr), 0);
   ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
   ::testing::internal::CaptureStderr();
@@ -268,9 +265,10 @@ TEST_F(SpankPlugin, OversizedValuesGoToFilesAndTheTaskStillStarts) {
   EXPECT_EQ(endpoints.rfind("node1-a-rather-long-interconnect-name:", 0), 0u);
   // The once-per-step warning, on rank 0's stderr where the user sees it.
   EXPECT_NE(warnings.find("dtrain: warning: DTRAIN_ENDPOINTS"), std::string::npos) << warnings;
-  struct stat st {};
-  ASSERT_EQ(stat(std::filesystem::path(env["DTRAIN_ENDPOINTS_FILE"]).parent_path().c_str(), &st),
-            0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
-  std::filesystem::remove_all(dir);
+  // A memory file of this (the task's) process: nothing on disk to leave behind.
+  const std::string path = env["DTRAIN_ENDPOINTS_FILE"];
+  EXPECT_EQ(path.rfind("/proc/" + std::to_string(getpid()) + "/fd/", 0), 0u) << path;
+  char target[256] = {};
+  ASSERT_GT(readlink(path.c_str(), target, sizeof target - 1), 0);
+  EXPECT_EQ(std::string(target).rfind("/memfd:dtrain:DTRAIN_ENDPOINTS_FILE", 0), 0u) << target;
 }

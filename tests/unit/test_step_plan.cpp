@@ -1,4 +1,5 @@
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -7,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/env_spill_io.hpp"
 #include "core/error.hpp"
+#include "core/memory_file_io.hpp"
 #include "core/net_io.hpp"
 #include "core/node_environment.hpp"
 #include "core/ports.hpp"
@@ -144,13 +145,7 @@ TEST(Netio, DetectsAListeningPort) {
   EXPECT_FALSE(port_in_use("not-an-address", port));
 }
 
-TEST(EnvSpill, OnlyOversizedValuesMoveAndSharedOnesAreWrittenOnce) {
-  const auto base =
-      std::filesystem::temp_directory_path() / ("dtrain-spill-" + std::to_string(getpid()));
-  std::filesystem::create_directories(base);
-  const auto dir = make_step_env_dir(base.string(), 5, 2);
-  EXPECT_EQ(dir, base.string() + "/dtrain-" + std::to_string(getuid()) + "-5.2");
-  EXPECT_EQ(make_step_env_dir(base.string(), 5, 2), dir);  // reusable
+TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
   // 1000 ranks with 200-character host names: the endpoint list is about 207 KB. Node 0 runs
   // ranks 0 and 1.
   PluginConfig config;
@@ -159,35 +154,46 @@ TEST(EnvSpill, OnlyOversizedValuesMoveAndSharedOnesAreWrittenOnce) {
   auto inputs = step(name + "[1-2]", "2,998", "block", 2, 1000, 0, {0, 1});
   inputs.reserved_ports = "40000-40998";  // derived ports stop at port_block - 1 tasks per node
   const auto plan = plan_step(inputs, config, FrameworkSet{}, nullptr);
-  int asked = 0;
-  auto env = node_environment(plan, 0, {}, [&] {
-    ++asked;
-    return dir;
-  });
-  EXPECT_EQ(asked, 1);
+  const auto env = node_environment(plan, 0, {});
   ASSERT_EQ(env.tasks.size(), 2u);
+  const auto var_of = [&](std::size_t task, const std::string& var_name) -> const EnvVar& {
+    for (const auto& var : env.tasks[task]) {
+      if (var.name == var_name) return var;
+    }
+    throw std::runtime_error(var_name + " not exported");
+  };
   EXPECT_EQ(value_of(env.tasks[0], "DTRAIN_RANK"), "0");
-  EXPECT_EQ(value_of(env.tasks[0], "DTRAIN_ENDPOINTS_FILE"), dir + "/DTRAIN_ENDPOINTS");
-  EXPECT_EQ(value_of(env.tasks[1], "DTRAIN_ENDPOINTS_FILE"), dir + "/DTRAIN_ENDPOINTS");
+  EXPECT_FALSE(var_of(0, "DTRAIN_RANK").value_in_memory_file);
   EXPECT_EQ(value_of(env.tasks[1], "DTRAIN_ENDPOINTS"), "<unset>");
-  // TF_CONFIG names the task's own index: one file per task after the first.
-  EXPECT_EQ(value_of(env.tasks[0], "TF_CONFIG_FILE"), dir + "/TF_CONFIG");
-  EXPECT_EQ(value_of(env.tasks[1], "TF_CONFIG_FILE"), dir + "/TF_CONFIG.1");
+  for (const char* moved :
+       {"DTRAIN_ENDPOINTS_FILE", "PADDLE_TRAINER_ENDPOINTS_FILE", "TF_CONFIG_FILE"}) {
+    EXPECT_TRUE(var_of(1, moved).value_in_memory_file) << moved;
+  }
+  // TF_CONFIG names the task's own index.
+  const std::string& tf_config = var_of(1, "TF_CONFIG_FILE").value;
+  EXPECT_EQ(tf_config, rank_environment(plan, 1).back().value);
+  EXPECT_NE(tf_config.find(R"("task":{"type":"worker","index":1})"), std::string::npos);
   EXPECT_NE(env.spill_warning.find("DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS, TF_CONFIG"),
             std::string::npos)
       << env.spill_warning;
-  ASSERT_EQ(env.files.size(), 4u);
-  write_spill_files(env.files);
-  std::ifstream in(dir + "/TF_CONFIG.1");
+
+  // The memory file: read back through its path, sealed against writes, open across exec.
+  const std::string path = export_memory_file("TF_CONFIG", tf_config);
+  const std::string prefix = "/proc/" + std::to_string(getpid()) + "/fd/";
+  ASSERT_EQ(path.rfind(prefix, 0), 0u) << path;
+  const int fd = std::stoi(path.substr(prefix.size()));
+  EXPECT_GE(fd, 10);
+  EXPECT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  std::ifstream in(path);
   std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(content, rank_environment(plan, 1).back().value);
-  EXPECT_NE(content.find(R"("task":{"type":"worker","index":1})"), std::string::npos);
-  // A file, or a directory someone else made, is refused.
-  std::ofstream(base / "trap").put('x');
-  EXPECT_THROW(make_step_env_dir((base / "trap").string(), 1, 1), Error);
-  std::filesystem::permissions(dir, std::filesystem::perms::all);
-  EXPECT_THROW(make_step_env_dir(base.string(), 5, 2), Error);
-  std::filesystem::remove_all(base);
+  EXPECT_EQ(content, tf_config);
+  // Sealed: no one rewrites a task's TF_CONFIG.
+  const int writer = open(path.c_str(), O_WRONLY);
+  ASSERT_GE(writer, 0);
+  EXPECT_LT(write(writer, "x", 1), 0);
+  EXPECT_EQ(errno, EPERM);
+  close(writer);
+  close(fd);
 }
 
 TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
@@ -195,14 +201,10 @@ TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
   config.address_mode = AddressMode::kName;
   const auto plan = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
                               FrameworkSet{}, nullptr);
-  const auto no_spill = []() -> std::string {
-    ADD_FAILURE() << "nothing should spill";
-    return "/nonexistent";
-  };
   NodeBindingEnv binding;
   binding.tasks = {{{{"CUDA_VISIBLE_DEVICES", "0,1", true}}, 2},
                    {{{"OMP_NUM_THREADS", "4", true}}, 0}};
-  const auto env = node_environment(plan, 1, binding, no_spill);
+  const auto env = node_environment(plan, 1, binding);
   ASSERT_EQ(env.tasks.size(), 2u);
   EXPECT_EQ(value_of(env.tasks[0], "DTRAIN_RANK"), "4");
   EXPECT_EQ(value_of(env.tasks[0], "CUDA_VISIBLE_DEVICES"), "0,1");
@@ -210,21 +212,19 @@ TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
   EXPECT_EQ(value_of(env.tasks[0], "PADDLE_DISTRI_BACKEND"), "<unset>");
   EXPECT_EQ(value_of(env.tasks[1], "OMP_NUM_THREADS"), "4");
   EXPECT_EQ(value_of(env.tasks[1], "PADDLE_DISTRI_BACKEND"), "gloo");
-  EXPECT_TRUE(env.files.empty());
   EXPECT_TRUE(env.spill_warning.empty());
   // Unbound: a GPU is assumed only where CUDA_VISIBLE_DEVICES was set.
-  const auto unbound = node_environment(plan, 1, NodeBindingEnv{{}, true}, no_spill);
+  const auto unbound = node_environment(plan, 1, NodeBindingEnv{{}, true});
   EXPECT_EQ(value_of(unbound.tasks[0], "PADDLE_DISTRI_BACKEND"), "<unset>");
   EXPECT_EQ(value_of(unbound.tasks[0], "FLAGS_selected_gpus"), "<unset>");
   const auto torch_only = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}),
                                     config, parse_frameworks("torch"), nullptr);
-  EXPECT_EQ(
-      value_of(node_environment(torch_only, 1, {}, no_spill).tasks[1], "PADDLE_DISTRI_BACKEND"),
-      "<unset>");
-  EXPECT_THROW(node_environment(plan, 4, {}, no_spill), Error);
+  EXPECT_EQ(value_of(node_environment(torch_only, 1, {}).tasks[1], "PADDLE_DISTRI_BACKEND"),
+            "<unset>");
+  EXPECT_THROW(node_environment(plan, 4, {}), Error);
 }
 
-TEST(EnvSpill, LimitMatchesExecve) {
+TEST(MemoryFiles, LimitMatchesExecve) {
   EXPECT_FALSE(exceeds_exec_limit({"A", std::string(kMaxEnvStringBytes - 3, 'x')}));
   EXPECT_TRUE(exceeds_exec_limit({"A", std::string(kMaxEnvStringBytes - 2, 'x')}));
 }
