@@ -85,12 +85,21 @@ DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file) 
     env.endpoints_source = "DTRAIN_ENDPOINTS_FILE=" + *list_file;
   }
   parse_endpoint_list(env.endpoints, env.endpoints_source);
+  env.endpoints_hash = lookup("DTRAIN_ENDPOINTS_HASH");
   return env;
 }
 
 std::vector<std::string> check_env_locally(const DtrainEnv& env) {
   std::vector<std::string> problems;
   if (!env.present) return problems;
+  // The ranks compare hashes of their lists; one that no longer matches the plugin's was
+  // changed on the way (an edited variable, a rewritten file).
+  if (env.endpoints_hash && *env.endpoints_hash != hex64(hash_text(env.endpoints))) {
+    problems.push_back("DTRAIN_ENDPOINTS_HASH=" + *env.endpoints_hash + " does not match " +
+                       env.endpoints_source + " (its hash is " + hex64(hash_text(env.endpoints)) +
+                       "): the list was changed after the plugin exported it; launch with srun "
+                       "--distributed-train and leave the DTRAIN_* variables as they are");
+  }
   const auto entries = core::split(env.endpoints, ',');
   if (static_cast<long>(entries.size()) != env.world_size) {
     problems.push_back(env.endpoints_source + " has " + std::to_string(entries.size()) +

@@ -32,6 +32,7 @@ struct DtrainEnv {
   std::string current_endpoint;
   std::string endpoints;         // the full comma-separated list
   std::string endpoints_source;  // "DTRAIN_ENDPOINTS" or "DTRAIN_ENDPOINTS_FILE=<path>"
+  std::optional<std::string> endpoints_hash;  // DTRAIN_ENDPOINTS_HASH, when the plugin set it
 };
 
 // Throws dtrain::Error(kInvalidInput) naming the variables when only some are set or a value

@@ -39,6 +39,7 @@ core::StepInputs read_step_inputs(spank_t sp) {
   in.spec.distribution = core::parse_distribution(get_env(sp, "SLURM_DISTRIBUTION").value_or(""),
                                                   get_env(sp, "SLURM_DIST_PLANESIZE").value_or(""));
   in.reserved_ports = get_env(sp, "SLURM_STEP_RESV_PORTS").value_or("");
+  in.node_aliases = get_env(sp, "SLURM_NODE_ALIASES").value_or("");
   const std::uint32_t local_tasks = get_u32(sp, S_JOB_LOCAL_TASK_COUNT, "S_JOB_LOCAL_TASK_COUNT");
   auto& placed = in.local_ranks.emplace();
   placed.reserve(local_tasks);
@@ -156,7 +157,8 @@ void plan_node(spank_t sp) {
   const auto inputs = read_step_inputs(sp);
   const core::FrameworkSet frameworks =
       st.option_given ? st.option_frameworks : st.config.frameworks;
-  const auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host);
+  const auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host,
+                                    [](const std::string& host) { return core::hosts_line(host); });
   st.step_warnings = plan.step_warnings;
   if (st.config.check_ports) warn_about_busy_ports(plan, st);
 

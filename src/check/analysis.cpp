@@ -67,6 +67,7 @@ class Analysis {
     check_gpus();
     check_cpus();
     check_socket_interfaces();
+    compare_endpoint_lists();
     compare_environment();
     return std::move(report_);
   }
@@ -330,6 +331,29 @@ class Analysis {
     }
   }
 
+  // DTRAIN_ENDPOINTS_HASH is the plugin's hash of the endpoint list: one value on every rank,
+  // or the ranks connect to different peers.
+  void compare_endpoint_lists() {
+    std::map<std::string, std::vector<int>> ranks_by_hash;
+    std::map<std::string, std::vector<std::string>> nodes_by_hash;
+    for (const auto& facts : input_.ranks) {
+      const auto hash = variable(facts, "DTRAIN_ENDPOINTS_HASH");
+      if (!hash) continue;
+      ranks_by_hash[*hash].push_back(facts.rank);
+      auto& nodes = nodes_by_hash[*hash];
+      if (std::find(nodes.begin(), nodes.end(), facts.host) == nodes.end()) {
+        nodes.push_back(facts.host);
+      }
+    }
+    if (ranks_by_hash.size() < 2) return;
+    std::vector<std::string> groups;
+    for (const auto& [hash, ranks] : ranks_by_hash) {
+      groups.push_back(hash + " on " + join(nodes_by_hash[hash], ",") + " (" + ranks_text(ranks) +
+                       ")");
+    }
+    add("endpoint-lists-differ", "", -1, "DTRAIN_ENDPOINTS_HASH differs: " + join(groups, "; "));
+  }
+
   void compare_environment() {
     std::set<std::string> names;
     for (const auto& facts : input_.ranks) {
@@ -375,7 +399,8 @@ class Analysis {
 }  // namespace
 
 bool is_reported_variable(const std::string& name) {
-  return is_compared_variable(name) || kBindingVariables.contains(name);
+  return is_compared_variable(name) || kBindingVariables.contains(name) ||
+         name == "DTRAIN_ENDPOINTS_HASH";
 }
 
 bool CheckReport::healthy() const {

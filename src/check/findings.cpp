@@ -115,6 +115,14 @@ const std::vector<FindingKind>& finding_catalog() {
        "unintended interface.",
        "Set NCCL_SOCKET_IFNAME to interfaces that exist on every node (`ip -br link`), or unset "
        "it and let the plugin set it from the topology."},
+      {"endpoint-lists-differ", Severity::kProblem,
+       "DTRAIN_ENDPOINTS_HASH, the plugin's hash of the endpoint list, differs between ranks: the "
+       "nodes planned different endpoint lists.",
+       "Ranks connect to the wrong peers: gloo or TCPStore rendezvous hangs, Paddle or TensorFlow "
+       "workers wait for a peer that never answers, or collectives mix up ranks.",
+       "Usually a node resolves a host name differently (`getent hosts NAME` on every node, e.g. "
+       "a '127.0.1.1 NAME' line in /etc/hosts), or nodes run different plugin versions or "
+       "plugstack.conf lines (`ports=`, `suffix=`, `address=`): make them the same everywhere."},
       {"nccl-environment-differs", Severity::kWarning,
        "An NCCL_*, UCX_* or CUDA_* variable other than the per-task binding has different values "
        "on different nodes or ranks.",

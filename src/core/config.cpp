@@ -148,6 +148,12 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
                       " is not valid; use gpus=auto (default) or gpus=slurm");
       }
       config.gpus_from_slurm_only = value == "slurm";
+    } else if (key == "loopback") {
+      if (value != "refuse" && value != "allow") {
+        throw_invalid("plugstack argument 'loopback': " + quote_for_error(value) +
+                      " is not valid; use loopback=refuse (default) or loopback=allow");
+      }
+      config.allow_loopback = value == "allow";
     } else if (key == "check_ports") {
       config.check_ports = parse_switch(key, value);
     } else {

@@ -67,12 +67,14 @@ struct PluginConfig {
   // gpus=slurm: only the GPUs in SLURM_STEP_GPUS are the step's (gres on shared nodes); auto:
   // also, where Slurm names no GPUs at all, a user's CUDA_VISIBLE_DEVICES or every GPU.
   bool gpus_from_slurm_only = false;
+  // loopback=allow: a multi-node step may list 127.x endpoints (all nodes on one machine).
+  bool allow_loopback = false;
   bool check_ports = true;  // check_ports=on|off: warn when a needed port is in use
 };
 
 inline constexpr std::string_view kPluginKeys =
     "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, "
-    "bind, gpus, check_ports";
+    "bind, gpus, loopback, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

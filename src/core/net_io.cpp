@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -45,6 +47,23 @@ std::string resolve_host(const std::string& host) {
   freeaddrinfo(found);
   if (best.empty()) throw_invalid("host name '" + host + "' has no IPv4 or IPv6 address");
   return best;
+}
+
+std::string hosts_line(const std::string& host, const std::string& hosts_file) {
+  std::ifstream in(hosts_file);
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string address;
+    words >> address;
+    for (std::string name; words >> name;) {
+      if (name != host) continue;
+      const auto first = line.find_first_not_of(" \t");
+      const auto last = line.find_last_not_of(" \t\r");
+      return line.substr(first, last - first + 1);
+    }
+  }
+  return {};
 }
 
 bool port_in_use(const std::string& addr, std::uint16_t port) {

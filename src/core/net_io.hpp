@@ -11,6 +11,10 @@ namespace dtrain::core {
 // naming the host and the resolver's reason when it cannot be resolved.
 std::string resolve_host(const std::string& host);
 
+// The first line of `hosts_file` that names `host` (comments and surrounding blanks removed), or
+// "" when none does or the file cannot be read.
+std::string hosts_line(const std::string& host, const std::string& hosts_file = "/etc/hosts");
+
 // True when a listening socket already holds addr:port on this machine.
 bool port_in_use(const std::string& addr, std::uint16_t port);
 

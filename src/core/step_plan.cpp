@@ -1,9 +1,14 @@
 #include "core/step_plan.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/parse.hpp"
 
 namespace dtrain::core {
 namespace {
@@ -28,8 +33,41 @@ std::string tf_config_for(const StepPlan& plan, std::uint32_t rank) {
 
 }  // namespace
 
+std::map<std::string, std::string> parse_node_aliases(std::string_view text) {
+  std::map<std::string, std::string> aliases;
+  require_length(text, "SLURM_NODE_ALIASES", 1 << 20);
+  if (text.empty() || text == "(null)") return aliases;
+  for (const auto entry : split(text, ',')) {
+    // name:addr:host, where addr may itself hold colons (IPv6).
+    const auto first = entry.find(':');
+    const auto last = entry.rfind(':');
+    if (first == std::string_view::npos || first == last || first == 0 || last == first + 1) {
+      throw_invalid("SLURM_NODE_ALIASES entry " + quote_for_error(entry) +
+                    " is not name:address:host");
+    }
+    std::string address(entry.substr(first + 1, last - first - 1));
+    if (address.size() > 2 && address.front() == '[' && address.back() == ']') {
+      address = address.substr(1, address.size() - 2);
+    }
+    aliases[std::string(entry.substr(0, first))] = std::move(address);
+  }
+  return aliases;
+}
+
+std::string endpoints_hash(std::string_view endpoints) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(endpoints.data(), endpoints.size())));
+  return hex;
+}
+
+bool is_loopback_address(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
+
 StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
-                   const FrameworkSet& frameworks, const Resolver& resolve) {
+                   const FrameworkSet& frameworks, const Resolver& resolve,
+                   const HostsLine& hosts_line) {
   StepPlan plan;
   plan.frameworks = frameworks;
   plan.layout = derive_layout(inputs.spec);
@@ -41,10 +79,32 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
   plan.node = inputs.node_id;
   if (inputs.local_ranks) check_local_ranks(plan.layout, plan.node, *inputs.local_ranks);
 
+  const auto aliases = parse_node_aliases(inputs.node_aliases);
   plan.node_addresses.reserve(plan.layout.node_count());
   for (const auto& host : plan.layout.hosts) {
     const std::string name = host + config.host_suffix;
-    plan.node_addresses.push_back(config.address_mode == AddressMode::kName ? name : resolve(name));
+    const auto alias = config.host_suffix.empty() ? aliases.find(host) : aliases.end();
+    if (config.address_mode == AddressMode::kName) {
+      plan.node_addresses.push_back(name);
+    } else {
+      plan.node_addresses.push_back(alias != aliases.end() ? alias->second : resolve(name));
+    }
+    const auto& address = plan.node_addresses.back();
+    if (config.address_mode == AddressMode::kAddress && plan.layout.node_count() > 1 &&
+        !config.allow_loopback && is_loopback_address(address)) {
+      const std::string line = hosts_line ? hosts_line(name) : std::string();
+      throw_invalid(
+          "node " + name + " resolves to the loopback address " + address + " on " +
+          plan.layout.hosts[plan.node] + " (" +
+          (line.empty() ? std::string("from the resolver")
+                        : "from its hosts file: '" + line + "'") +
+          "), while the step's other nodes reach it at its real address: the endpoint lists "
+          "would differ between nodes. Map " +
+          name +
+          " to its cluster address in /etc/hosts (Debian's and Ubuntu's installers write "
+          "'127.0.1.1 <hostname>'), choose the cluster network with suffix=, or set "
+          "loopback=allow in plugstack.conf where every node really is this machine");
+    }
   }
 
   std::uint32_t max_local = 0;
@@ -62,6 +122,7 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
     if (r) endpoints += ',';
     endpoints += endpoint_of(plan, r);
   }
+  plan.endpoints_hash = endpoints_hash(plan.endpoints);
   if (frameworks.tf) plan.tf_cluster = tf_cluster_json(plan);
   return plan;
 }
@@ -93,6 +154,7 @@ std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_
       {"DTRAIN_MASTER_PORT", master_port},
       {"DTRAIN_CURRENT_ENDPOINT", current},
       {"DTRAIN_ENDPOINTS", plan.endpoints},
+      {"DTRAIN_ENDPOINTS_HASH", plan.endpoints_hash},
       {"DTRAIN_FRAMEWORKS", to_string(plan.frameworks)},
   };
   if (plan.frameworks.torch) {

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.hpp"
@@ -34,6 +36,9 @@ struct StepInputs {
   // to check the layout against.
   std::optional<std::vector<std::uint32_t>> local_ranks;
   std::string reserved_ports;  // SLURM_STEP_RESV_PORTS, empty when none
+  // SLURM_NODE_ALIASES of cloud and dynamic nodes: "name:addr:host,..." ("(null)" or empty when
+  // none). A node named there is reached at that address instead of resolving its name.
+  std::string node_aliases;
 };
 
 struct StepPlan {
@@ -41,7 +46,8 @@ struct StepPlan {
   std::uint32_t node = 0;
   std::vector<std::string> node_addresses;  // node index -> address (or name) used in endpoints
   StepPorts ports;
-  std::string endpoints;  // "addr:port,..." in global-rank order
+  std::string endpoints;       // "addr:port,..." in global-rank order
+  std::string endpoints_hash;  // XXH3-64 of `endpoints`, 16 hex digits: DTRAIN_ENDPOINTS_HASH
   std::string master_addr;
   std::string tf_cluster;  // TF_CONFIG's "cluster" object, serialised once per step
   FrameworkSet frameworks;
@@ -51,9 +57,25 @@ struct StepPlan {
 // Maps a host name (suffix already applied) to the address used in endpoints. Throws
 // dtrain::Error naming the host when it cannot.
 using Resolver = std::function<std::string(const std::string& host)>;
+// Where a host's address came from, for error messages: the hosts-file line naming it, or "".
+using HostsLine = std::function<std::string(const std::string& host)>;
 
+// In a multi-node step with address=ip, a node name that resolves to a loopback address here is
+// an error (unless loopback=allow): this node would put 127.x in the endpoint list while every
+// other node lists the real address, so the lists would differ.
 StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
-                   const FrameworkSet& frameworks, const Resolver& resolve);
+                   const FrameworkSet& frameworks, const Resolver& resolve,
+                   const HostsLine& hosts_line = nullptr);
+
+// SLURM_NODE_ALIASES as node name -> address. Throws dtrain::Error naming a malformed entry.
+std::map<std::string, std::string> parse_node_aliases(std::string_view text);
+
+// DTRAIN_ENDPOINTS_HASH: XXH3-64 of the endpoint list as 16 lower-case hex digits, so that any
+// client can compare lists across ranks cheaply (`xxh64sum`'s XXH3 variant: `xxhsum -H3`).
+std::string endpoints_hash(std::string_view endpoints);
+
+// Whether `address` (numeric IPv4 or IPv6) is a loopback address: 127.0.0.0/8 or ::1.
+bool is_loopback_address(const std::string& address);
 
 std::string endpoint_of(const StepPlan& plan, std::uint32_t rank);
 

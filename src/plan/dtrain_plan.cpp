@@ -38,6 +38,7 @@ struct Options {
   std::uint32_t job_id = 0;
   std::uint32_t step_id = 0;
   std::string resv_ports;
+  std::string node_aliases;
   std::string frameworks;
   std::vector<std::string> plugstack_args;
   std::string env_ranks;  // "", "all" or a rank number
@@ -70,6 +71,7 @@ void fill_from_slurm_env(Options& o) {
   o.distribution = env_first({"SLURM_DISTRIBUTION"});
   o.plane_size = env_first({"SLURM_DIST_PLANESIZE"});
   o.resv_ports = env_first({"SLURM_STEP_RESV_PORTS"});
+  o.node_aliases = env_first({"SLURM_NODE_ALIASES"});
   auto number = [](const std::string& text, const char* what) -> std::uint32_t {
     return text.empty() ? 0
                         : static_cast<std::uint32_t>(
@@ -103,6 +105,7 @@ int run(const Options& opt) {
   in.job_id = o.job_id;
   in.step_id = o.step_id;
   in.reserved_ports = o.resv_ports;
+  in.node_aliases = o.node_aliases;
   in.spec.nodelist = o.nodelist;
   in.spec.tasks_per_node = o.tasks_per_node;
   in.spec.distribution = dtrain::core::parse_distribution(o.distribution, o.plane_size);
@@ -118,7 +121,9 @@ int run(const Options& opt) {
     for (auto c : dtrain::core::parse_tasks_per_node(o.tasks_per_node, in.spec.nnodes)) sum += c;
     in.spec.ntasks = static_cast<std::uint32_t>(std::min<std::uint64_t>(sum, UINT32_MAX));
   }
-  const auto plan = dtrain::core::plan_step(in, config, frameworks, dtrain::core::resolve_host);
+  const auto plan = dtrain::core::plan_step(
+      in, config, frameworks, dtrain::core::resolve_host,
+      [](const std::string& host) { return dtrain::core::hosts_line(host); });
 
   std::vector<std::uint32_t> env_ranks;
   if (o.env_ranks == "all") {
@@ -203,6 +208,8 @@ int main(int argc, char** argv) {
   app.add_option("--job-id", o.job_id, "Job id (for the derived port formula)");
   app.add_option("--step-id", o.step_id, "Step id (for the derived port formula)");
   app.add_option("--resv-ports", o.resv_ports, "Slurm reserved ports, e.g. 12000-12008");
+  app.add_option("--node-aliases", o.node_aliases,
+                 "SLURM_NODE_ALIASES of cloud nodes, name:addr:host,... (addresses used as given)");
   app.add_option("--frameworks", o.frameworks, "torch,paddle,tf or all (default: all)");
   app.add_option("--plugstack-args", o.plugstack_args,
                  "plugstack.conf arguments (key=value), e.g. address=name ports=30000-39999")

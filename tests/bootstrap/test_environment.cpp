@@ -85,6 +85,20 @@ TEST(Environment, BadNumbersAreRefused) {
   EXPECT_THROW(read_dtrain_env(lookup_in(vars), kNoFiles), dtrain::Error);
 }
 
+TEST(Environment, LocalCheckComparesTheListWithThePluginsHash) {
+  Vars vars = plugin_vars();
+  vars["DTRAIN_ENDPOINTS_HASH"] = hex64(hash_text(vars["DTRAIN_ENDPOINTS"]));
+  EXPECT_TRUE(check_env_locally(read_dtrain_env(lookup_in(vars), kNoFiles)).empty());
+  vars["DTRAIN_ENDPOINTS_HASH"] = "0123456789abcdef";
+  const auto problems = check_env_locally(read_dtrain_env(lookup_in(vars), kNoFiles));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].rfind("DTRAIN_ENDPOINTS_HASH=0123456789abcdef does not match "
+                              "DTRAIN_ENDPOINTS (its hash is ",
+                              0),
+            0u)
+      << problems[0];
+}
+
 TEST(Environment, LocalCheckComparesCurrentEndpointWithTheList) {
   Vars vars = plugin_vars();
   vars["DTRAIN_CURRENT_ENDPOINT"] = "127.0.1.1:29509";

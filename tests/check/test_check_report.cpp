@@ -287,6 +287,21 @@ TEST(Analysis, EnvironmentComparedAcrossNodesExceptPerTaskBinding) {
   EXPECT_EQ(report.exit_status(), 0);
 }
 
+TEST(Analysis, EndpointListHashesMustAgree) {
+  CheckInput input = healthy_step();
+  for (auto& facts : input.ranks) facts.environment["DTRAIN_ENDPOINTS_HASH"] = "00000000000000aa";
+  EXPECT_TRUE(analyse(input).healthy());
+  // node1 put 127.0.1.1 in its list (a Debian hosts line): its ranks hash differently.
+  for (auto& facts : input.ranks) {
+    if (facts.host == "node1") facts.environment["DTRAIN_ENDPOINTS_HASH"] = "00000000000000bb";
+  }
+  const CheckReport report = analyse(input);
+  EXPECT_EQ(only(report, "endpoint-lists-differ").detail,
+            "DTRAIN_ENDPOINTS_HASH differs: 00000000000000aa on node2,node3,node4 (ranks 4-7); "
+            "00000000000000bb on node1 (ranks 0-3)");
+  EXPECT_EQ(report.exit_status(), 1);
+}
+
 TEST(Render, TableAndJsonCarryTheSameReport) {
   CheckInput input = healthy_step();
   input.ranks[6].ports[0].in_use = true;

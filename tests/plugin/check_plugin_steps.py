@@ -88,6 +88,10 @@ def check_step(tasks, expect_frameworks=("torch", "paddle", "tf")):
         rank = int(t["DTRAIN_RANK"])
         expect(rank == int(t["SLURM_PROCID"]), f"DTRAIN_RANK={rank} but SLURM_PROCID={t['SLURM_PROCID']}")
         expect(endpoint_list(t) == endpoints, f"rank {rank} holds a different endpoint list")
+        expect(t.get("DTRAIN_ENDPOINTS_HASH") == tasks[0].get("DTRAIN_ENDPOINTS_HASH")
+               and len(t.get("DTRAIN_ENDPOINTS_HASH", "")) == 16,
+               f"rank {rank}: DTRAIN_ENDPOINTS_HASH={t.get('DTRAIN_ENDPOINTS_HASH')!r}, rank 0 has "
+               f"{tasks[0].get('DTRAIN_ENDPOINTS_HASH')!r}")
         expect(int(t["DTRAIN_LOCAL_RANK"]) == int(t["SLURM_LOCALID"]),
                f"rank {rank}: DTRAIN_LOCAL_RANK={t['DTRAIN_LOCAL_RANK']} SLURM_LOCALID={t['SLURM_LOCALID']}")
         expect(int(t["DTRAIN_NODE_RANK"]) == int(t["SLURM_NODEID"]),

@@ -273,6 +273,17 @@ check_debian_hosts() {
     [[ $node != node1 ]] || expected=127.0.1.1
     expect_equal "address of node1 as $node resolves it" "$(awk -v node="$node" '$1 == node { print $2 }' "$work_dir/lookups")" "$expected"
   done
+  if [[ -n "$plugin" ]]; then
+    # node1 would list itself as 127.0.1.1 while the others list its real address: the plugin
+    # refuses the step, naming the node, the address and the hosts line.
+    if srun -N4 -n4 --distributed-train true >"$work_dir/loopback.out" 2>"$work_dir/loopback.err"; then
+      fail "a step with node1 at 127.0.1.1 ran under address=ip"
+    fi
+    grep -q "node node1 resolves to the loopback address 127.0.1.1 on node1 (from its hosts file: '127.0.1.1 node1')" "$work_dir/loopback.err" ||
+      { fail_files=("$work_dir/loopback.err"); fail "the loopback error does not name node1, 127.0.1.1 and the hosts line"; }
+    run_job "$work_dir/without-node1" -w node2,node3,node4 -N3 -n3 --distributed-train true
+    echo "dtrain: ok: the plugin refuses a step with node1 at 127.0.1.1, naming the hosts line; a step without node1 runs"
+  fi
 }
 
 case "$profile" in

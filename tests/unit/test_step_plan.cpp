@@ -69,6 +69,79 @@ TEST(StepPlan, EndpointsAreInRankOrderAndIdenticalOnEveryNode) {
       ",10.0.0.1:" + std::to_string(p[2]);
   EXPECT_EQ(plan.endpoints, expected);
   EXPECT_EQ(plan.master_addr, "10.0.0.1");
+  EXPECT_EQ(plan.endpoints_hash, endpoints_hash(expected));
+  EXPECT_EQ(value_of(rank_environment(plan, 3), "DTRAIN_ENDPOINTS_HASH"), plan.endpoints_hash);
+}
+
+TEST(StepPlan, EndpointsHashIsXxh3InHex) {
+  EXPECT_EQ(endpoints_hash(""), "2d06800538d394c2");  // XXH3_64bits of the empty input
+  EXPECT_EQ(endpoints_hash("10.0.0.1:20000").size(), 16u);
+  EXPECT_NE(endpoints_hash("10.0.0.1:20000,10.0.0.2:20000"),
+            endpoints_hash("10.0.0.2:20000,10.0.0.1:20000"));
+}
+
+TEST(StepPlan, ALoopbackAddressInAMultiNodeStepIsAnErrorNamingTheHostsLine) {
+  PluginConfig config;
+  const auto debian = [](const std::string& host) {
+    return host == "node1" ? std::string("127.0.1.1") : "10.0.0." + host.substr(4);
+  };
+  const auto hosts = [](const std::string& host) { return "127.0.1.1 " + host; };
+  try {
+    plan_step(step("node[1-2]", "1(x2)", "block", 2, 2, 0, {0}), config, FrameworkSet{}, debian,
+              hosts);
+    FAIL() << "a loopback endpoint was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("node node1 resolves to the loopback address 127.0.1.1 on node1"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("'127.0.1.1 node1'"), std::string::npos) << what;
+    EXPECT_NE(what.find("loopback=allow"), std::string::npos) << what;
+  }
+  // One node, loopback=allow, or address=name: no error.
+  EXPECT_NO_THROW(plan_step(step("node1", "2", "block", 1, 2, 0, {0, 1}), config, FrameworkSet{},
+                            debian, hosts));
+  PluginConfig allow;
+  allow.allow_loopback = true;
+  EXPECT_EQ(plan_step(step("node[1-2]", "1(x2)", "block", 2, 2, 0, {0}), allow, FrameworkSet{},
+                      debian, hosts)
+                .master_addr,
+            "127.0.1.1");
+  PluginConfig names;
+  names.address_mode = AddressMode::kName;
+  EXPECT_NO_THROW(plan_step(step("node[1-2]", "1(x2)", "block", 2, 2, 0, {0}), names,
+                            FrameworkSet{}, debian, hosts));
+  EXPECT_TRUE(is_loopback_address("::1"));
+  EXPECT_TRUE(is_loopback_address("127.0.0.1"));
+  EXPECT_FALSE(is_loopback_address("10.127.0.1"));
+}
+
+TEST(StepPlan, NodeAliasesGiveCloudNodesTheirAddresses) {
+  PluginConfig config;
+  auto inputs = step("cloud[1-2]", "1(x2)", "block", 2, 2, 0, {0});
+  inputs.node_aliases = "cloud1:10.9.0.1:ip-10-9-0-1,cloud2:fd00::2:ip-fd00-2";
+  const auto unresolvable = [](const std::string& host) -> std::string {
+    throw Error(dtrain::ErrorKind::kInvalidInput, "cannot resolve host name '" + host + "'");
+  };
+  const auto plan = plan_step(inputs, config, FrameworkSet{}, unresolvable);
+  EXPECT_EQ(plan.node_addresses, (std::vector<std::string>{"10.9.0.1", "fd00::2"}));
+  EXPECT_EQ(plan.endpoints.rfind("10.9.0.1:", 0), 0u) << plan.endpoints;
+  EXPECT_NE(plan.endpoints.find(",[fd00::2]:"), std::string::npos) << plan.endpoints;
+  inputs.node_aliases = "(null)";
+  EXPECT_THROW(plan_step(inputs, config, FrameworkSet{}, unresolvable), Error);
+  EXPECT_EQ(parse_node_aliases("n1:[fd00::1]:h1").at("n1"), "fd00::1");
+  EXPECT_THROW(parse_node_aliases("n1:10.0.0.1"), Error);
+  EXPECT_THROW(parse_node_aliases(":10.0.0.1:h"), Error);
+}
+
+TEST(Netio, HostsLineFindsTheNameAsAWord) {
+  const auto file =
+      std::filesystem::temp_directory_path() / ("dtrain-hosts-" + std::to_string(getpid()));
+  std::ofstream(file) << "# 127.0.0.1 node1\n127.0.0.1\tlocalhost\n127.0.1.1  node10 node1  # me\n";
+  EXPECT_EQ(hosts_line("node1", file.string()), "127.0.1.1  node10 node1");
+  EXPECT_EQ(hosts_line("node2", file.string()), "");
+  EXPECT_EQ(hosts_line("node1", "/nonexistent/hosts"), "");
+  std::filesystem::remove(file);
 }
 
 TEST(StepPlan, RankEnvironmentCarriesEveryContractName) {
