@@ -4,6 +4,7 @@
 // into Slurm: errors are caught, logged with "dtrain:" and returned.
 
 #include <slurm/slurm.h>
+#include <unistd.h>
 #include "spank/spank_api.hpp"
 
 #include <string>
@@ -104,12 +105,25 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
     try {
       plan_node(sp);
     } catch (const std::exception& e) {
-      st.deferred_error = e.what();
+      // Said once per node, here: slurmstepd's stderr is the node's first task's stderr. Each
+      // task then stops in task_init, since under `optional` a -1 here would start them.
+      st.planning_error = e.what();
+      log_error(st.planning_error);
     }
     return 0;
   });
 }
 
 extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
-  return guarded("task_init", [&] { return state().active ? apply_to_task(sp) : 0; });
+  const int rc = guarded("task_init", [&] { return state().active ? apply_to_task(sp) : 0; });
+  if (rc != 0 && state().option_given) {
+    // Under `optional` Slurm turns this -1 into success and starts the program without dtrain's
+    // variables, or with an outer launcher's RANK. The user asked for them: the task ends here,
+    // in its own process before exec, with the reason on its stderr, under either plugstack line.
+    error_task(
+        "the task stops before its program starts: srun --distributed-train could not "
+        "give it correct variables (the reason is above)");
+    (state().end_task != nullptr ? state().end_task : &_exit)(1);
+  }
+  return rc;
 }

@@ -189,8 +189,7 @@ void plan_node(spank_t sp) {
 
 int apply_to_task(spank_t sp) {
   PluginState& st = state();
-  if (!st.deferred_error.empty()) {
-    log_error(st.deferred_error);
+  if (!st.planning_error.empty()) {
     return -1;
   }
   const int local = get_int(sp, S_TASK_ID, "S_TASK_ID");

@@ -29,6 +29,11 @@ void warn_task(const std::string& message) {
   std::fprintf(stderr, "dtrain: warning: %s\n", message.c_str());
 }
 
+void error_task(const std::string& message) {
+  std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
 std::uint32_t get_u32(spank_t sp, spank_item_t item, const char* what) {
   std::uint32_t value = 0;
   const spank_err_t rc = spank_get_item(sp, item, &value);

@@ -16,6 +16,7 @@ void log_verbose(const std::string& message);
 // For task_init: the task's own stderr, where the user reads the job's output (Slurm
 // shows slurm_info from task_init only in slurmd's log).
 void warn_task(const std::string& message);
+void error_task(const std::string& message);
 
 std::uint32_t get_u32(spank_t sp, spank_item_t item, const char* what);
 int get_int(spank_t sp, spank_item_t item, const char* what);

@@ -28,10 +28,14 @@ struct PluginState {
 
   // Filled by user_init on each node.
   bool active = false;
-  std::string deferred_error;       // reported by task_init, since Slurm drops user_init errors
-  std::vector<NodeTaskPlan> tasks;  // index: local task id
+  std::string planning_error;              // logged by user_init; task_init then stops every task
+  std::vector<NodeTaskPlan> tasks;         // index: local task id
   std::vector<std::string> step_warnings;  // reported once per step (by global rank 0)
   std::vector<std::string> node_warnings;  // reported once per node (by local task 0)
+
+  // How a task that cannot get its variables ends before exec; nullptr means _exit. The unit
+  // tests record the call instead.
+  void (*end_task)(int status) = nullptr;
 };
 
 PluginState& state();

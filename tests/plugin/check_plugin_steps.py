@@ -55,8 +55,8 @@ def reports(directory):
 class plugstack_args:
     """Temporarily loads the plugin with other plugstack.conf arguments."""
 
-    def __init__(self, *args):
-        self.line = " ".join(["required", PLUGIN, *args]) + "\n"
+    def __init__(self, *args, kind="required"):
+        self.line = " ".join([kind, PLUGIN, *args]) + "\n"
 
     def __enter__(self):
         with open(PLUGSTACK) as f:
@@ -254,13 +254,26 @@ def check_bad_plugstack():
 
 
 def check_unresolvable_suffix():
-    with plugstack_args("suffix=-no-such-net"):
+    # Under `optional` Slurm ignores the plugin's error; the task must still stop before the
+    # program runs, or it would start without dtrain's variables (or with an outer launcher's
+    # RANK, which the step inherits here).
+    for kind in ("required", "optional"):
+        with plugstack_args("suffix=-no-such-net", kind=kind):
+            out = report_dir()
+            env = dict(os.environ, RANK="5", MASTER_ADDR="elsewhere")
+            proc = run(["srun", "--distributed-train", "-N2", "-n2", "/usr/bin/python3", REPORTER, out],
+                       check=False, env=env)
+        expect(proc.returncode != 0, f"{kind}: a step with unresolvable names ran")
+        expect("cannot resolve host name 'node1-no-such-net'" in proc.stderr, f"{kind}:\n{proc.stderr}")
+        expect("dtrain: error: the task stops before its program starts" in proc.stderr, f"{kind}:\n{proc.stderr}")
+        expect(not reports(out), f"{kind}: a task started although its endpoints could not be resolved")
+    # Without the option nothing is planned, so nothing can fail.
+    with plugstack_args("suffix=-no-such-net", kind="optional"):
         out = report_dir()
-        proc = run(["srun", "--distributed-train", "-N2", "-n2", "/usr/bin/python3", REPORTER, out], check=False)
-    expect(proc.returncode != 0, "a step with unresolvable names ran")
-    expect("cannot resolve host name 'node1-no-such-net'" in proc.stderr, proc.stderr)
-    expect(not reports(out), "a task started although its endpoints could not be resolved")
-    print("dtrain: ok: an unresolvable host-name suffix fails the step before the program starts, naming the host")
+        run(["srun", "-N2", "-n2", "/usr/bin/python3", REPORTER, out])
+    expect(len(reports(out)) == 2, "a step without --distributed-train did not run")
+    print("dtrain: ok: an unresolvable host-name suffix stops every task before the program starts, naming "
+          "the host, under required and under optional")
 
 
 def dtrain_files_in_node_tmp():

@@ -27,6 +27,14 @@ class SpankPlugin : public ::testing::Test {
   void SetUp() override {
     dtrain::testing::reset_fake();
     dtrain::spank::state() = dtrain::spank::PluginState{};
+    ended_with() = -1;
+    dtrain::spank::state().end_task = [](int status) { ended_with() = status; };
+  }
+
+  // The status a task that could not get its variables ended with; -1 while none ended.
+  static int& ended_with() {
+    static int status = -1;
+    return status;
   }
 
   // node2 of `srun -N4 -n8`: 4,2,1(x2), so this node runs global ranks 4 and 5.
@@ -184,17 +192,32 @@ TEST_F(SpankPlugin, FrameworkSelectionLimitsTheNames) {
   EXPECT_EQ(fake().job_env["DTRAIN_RANK"], "4");
 }
 
-TEST_F(SpankPlugin, UserInitErrorsAreReportedByTaskInit) {
+TEST_F(SpankPlugin, UserInitErrorsAreLoggedOnceAndStopEveryTask) {
   remote_step_on_node2();
   fake().local_to_global = {4, 6};  // Slurm says otherwise than the derived layout
   ASSERT_EQ(call_init({"address=name"}), 0);
   ASSERT_EQ(use_option(nullptr), 0);
   EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
-  EXPECT_TRUE(fake().errors.empty());
+  EXPECT_EQ(fake().errors.size(), 1u);
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(task(0, 4), -1);
+  const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(logged("layout mismatch")) << (fake().errors.empty() ? "" : fake().errors[0]);
   EXPECT_TRUE(logged("[4,6]"));
   EXPECT_EQ(fake().job_env.count("RANK"), 0u);
+  // The user asked for --distributed-train: the task ends before exec, whatever plugstack says.
+  EXPECT_EQ(ended_with(), 1);
+  EXPECT_NE(said.find("dtrain: error: the task stops before its program starts"), std::string::npos)
+      << said;
+}
+
+TEST_F(SpankPlugin, WithoutTheOptionAFailedTaskIsLeftToSlurm) {
+  remote_step_on_node2();
+  fake().local_to_global = {4, 6};
+  ASSERT_EQ(call_init({"address=name", "enable=always"}), 0);
+  EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  EXPECT_EQ(task(0, 4), -1);
+  EXPECT_EQ(ended_with(), -1);  // enable=always: plugstack's optional/required decides
 }
 
 TEST_F(SpankPlugin, UnresolvableSuffixFailsTheTaskNamingTheHost) {
