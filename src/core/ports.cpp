@@ -15,6 +15,11 @@ std::vector<std::uint16_t> parse_port_list(std::string_view text) {
     if (dash != std::string_view::npos) {
       last = parse_unsigned(item.substr(dash + 1), "SLURM_STEP_RESV_PORTS", first, 65535);
     }
+    // A port appears once in a real reservation; more entries than ports exist is not one.
+    if (ports.size() + (last - first + 1) > 65535) {
+      throw_invalid("SLURM_STEP_RESV_PORTS " + quote_for_error(text) +
+                    " lists more ports than exist");
+    }
     for (auto p = first; p <= last; ++p) ports.push_back(static_cast<std::uint16_t>(p));
   }
   return ports;

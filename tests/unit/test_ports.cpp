@@ -160,4 +160,8 @@ TEST(Ports, ReservedPortsWinWhenThereAreEnough) {
   EXPECT_EQ(plan_ports(PortRange{}, 32, 1, 0, 40, "12000-12040").source, PortSource::kReserved);
   EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12000-x"), Error);
   EXPECT_THROW(plan_ports(PortRange{}, 32, 1, 0, 4, "12005-12000"), Error);
+  // 4 KiB of repeated whole ranges would expand to gigabytes of ports.
+  std::string repeated = "1-65535";
+  for (int i = 0; i < 400; ++i) repeated += ",1-65535";
+  EXPECT_THROW(parse_port_list(repeated.substr(0, 4000)), Error);
 }
