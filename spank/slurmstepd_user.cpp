@@ -113,7 +113,14 @@ topology::NodeBinding bind_local_tasks(const core::PluginConfig& config, unsigne
   if (!config.bind || config.topology.kind == core::TopologySource::Kind::kNone) return out;
   std::vector<std::string> load_warnings;
   try {
-    out = topology::bind_node(load_for_step(config, load_warnings), local_tasks, gpus);
+    // slurmstepd runs in the step's cpuset: when that is less than the machine, the tasks'
+    // shares are cut from it rather than from the whole node.
+    std::optional<topology::CpuList> step_cpus;
+    const auto allowed = topology::current_affinity();
+    if (const auto online = topology::online_cpus(); !online.empty() && allowed != online) {
+      step_cpus = allowed;
+    }
+    out = topology::bind_node(load_for_step(config, load_warnings), local_tasks, gpus, step_cpus);
   } catch (const std::exception& e) {
     out = {topology::unbound_node(gpus), {}, {}, {}};
     out.warnings.push_back(std::string("no GPU/NIC/CPU binding for this step: ") + e.what());
@@ -124,7 +131,8 @@ topology::NodeBinding bind_local_tasks(const core::PluginConfig& config, unsigne
 
 // One warning naming the local tasks none of whose planned CPUs this step may use; empty
 // when every task can be bound.
-std::string unavailable_cpu_warning(const std::vector<topology::CpuList>& planned_cpus) {
+std::string unavailable_cpu_warning(const std::vector<topology::CpuList>& planned_cpus,
+                                    const core::PluginConfig& config) {
   const auto allowed = topology::current_affinity();
   std::vector<unsigned> starved;
   for (unsigned local = 0; local < planned_cpus.size(); ++local) {
@@ -134,10 +142,13 @@ std::string unavailable_cpu_warning(const std::vector<topology::CpuList>& planne
     }
   }
   if (starved.empty()) return {};
+  const bool site_file = config.topology.kind == core::TopologySource::Kind::kFile;
   return "local tasks " + topology::format_cpu_list(starved) +
          ": none of their planned CPUs (DTRAIN_CPU_LIST) is among the CPUs this step may use (" +
-         topology::format_cpu_list(allowed) +
-         "); CPU affinity left unchanged. Does the topology XML describe this node?";
+         topology::format_cpu_list(allowed) + "); CPU affinity left unchanged. " +
+         (site_file ? "The CPUs of topology=" + config.topology.path +
+                          " are not this node's: give each node type its own file"
+                    : std::string("The node's topology and its CPUs disagree"));
 }
 
 // Restricts the calling task to planned ∩ allowed CPUs (left as it is when that is empty).
@@ -169,7 +180,7 @@ void plan_node(spank_t sp) {
   const bool site_topology = st.config.topology.kind == core::TopologySource::Kind::kFile;
   auto& binding_warnings = site_topology ? st.step_warnings : st.node_warnings;
   binding_warnings.insert(binding_warnings.end(), binding.warnings.begin(), binding.warnings.end());
-  if (auto starved = unavailable_cpu_warning(binding.cpus); !starved.empty()) {
+  if (auto starved = unavailable_cpu_warning(binding.cpus, st.config); !starved.empty()) {
     binding_warnings.push_back(std::move(starved));
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <memory>
 
@@ -57,6 +58,17 @@ CpuList current_affinity(pid_t pid) {
     return list;
   }
   throw Error(ErrorKind::kResource, "sched_getaffinity: the kernel's CPU mask is too large");
+}
+
+CpuList online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  if (!std::getline(in, text) || text.empty()) return {};
+  try {
+    return parse_cpu_list(text, "/sys/devices/system/cpu/online");
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 AffinityResult apply_cpu_affinity(const CpuList& planned, pid_t pid) {

@@ -17,6 +17,9 @@ CpuList intersect_cpus(const CpuList& planned, const CpuList& allowed);
 // The CPUs `pid` (0: the calling thread) may run on. Throws Error(kResource) on failure.
 CpuList current_affinity(pid_t pid = 0);
 
+// The machine's online CPUs (/sys/devices/system/cpu/online); empty when unreadable.
+CpuList online_cpus();
+
 struct AffinityResult {
   bool applied = false;
   CpuList cpus;         // the affinity in force afterwards

@@ -387,13 +387,19 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
     task.cuda_visible_devices = join(numbers, ",");
   }
 
+  // A GPU whose domain has no CPU (none described, or none in the step's cpuset): splitting
+  // "all CPUs" for its tasks would overlap the other domains' shares, so every task's CPUs come
+  // from one split of all CPUs instead; the GPUs stay as planned.
+  if (std::any_of(domains.begin(), domains.end(), [](const CpuList* c) { return c->empty(); })) {
+    plan.warnings.push_back("a GPU's locality in topology " + topology.source +
+                            " has none of the CPUs the step may use; the tasks share out all of "
+                            "them (" + format_cpu_list(all_cpus(topology)) +
+                            ") regardless of GPU locality");
+    plan_cpu_only(topology, plan);
+    return;
+  }
   for (std::size_t d = 0; d < domains.size(); ++d) {
-    CpuList domain = *domains[d];
-    if (domain.empty()) {
-      plan.warnings.push_back("a GPU's locality in topology " + topology.source +
-                              " has no CPUs; its tasks share all of the machine's CPUs");
-      domain = all_cpus(topology);
-    }
+    const CpuList& domain = *domains[d];
     const auto shares = split_domain(topology, domain, users[d].size(),
                                      "CPU domain " + format_cpu_list(domain), plan.warnings);
     for (std::size_t i = 0; i < users[d].size(); ++i) {

@@ -1,6 +1,7 @@
 #include "topology/node_binding.hpp"
 
 #include "core/error.hpp"
+#include "topology/allowed_cpus.hpp"
 #include "topology/binding.hpp"
 #include "topology/environment.hpp"
 
@@ -68,8 +69,9 @@ bool apply_gpu_limits(const StepGpuVariables& gpus, BindingRequest& request,
 
 }  // namespace
 
-NodeBinding bind_node(const NodeTopology& topology, unsigned local_tasks,
-                      const StepGpuVariables& gpus) {
+NodeBinding bind_node(const NodeTopology& whole_node, unsigned local_tasks,
+                      const StepGpuVariables& gpus, const std::optional<CpuList>& step_cpus) {
+  const NodeTopology topology = step_cpus ? restrict_to_cpus(whole_node, *step_cpus) : whole_node;
   NodeBinding out;
   out.env.visible_devices_set = gpus.cuda_visible_devices.has_value();
   if (local_tasks == 0) return out;

@@ -33,8 +33,11 @@ struct NodeBinding {
 // inconsistent. GPUs are bound only from SLURM_STEP_GPUS (a step of a GPU job without it holds
 // none) or, without Slurm's GPU variables, from all GPUs or a user's CUDA_VISIBLE_DEVICES; a
 // CUDA_VISIBLE_DEVICES that names no GPU by index is kept and only CPUs are bound (a note).
+// With `step_cpus` (the step's cpuset, when it is smaller than the machine) the shares are cut
+// from those CPUs only (restrict_to_cpus).
 NodeBinding bind_node(const NodeTopology& topology, unsigned local_tasks,
-                      const StepGpuVariables& gpus);
+                      const StepGpuVariables& gpus,
+                      const std::optional<CpuList>& step_cpus = std::nullopt);
 
 // No binding at all (bind=off, topology=none, or a topology that could not be read).
 core::NodeBindingEnv unbound_node(const StepGpuVariables& gpus);

@@ -51,6 +51,31 @@ def check_disjoint_cpus(args):
     print(f"dtrain: ok: concurrent jobs on one node run on disjoint cpusets {sorted(first)} and {sorted(second)} of {sorted(machine)}")
 
 
+def cores_of(cpus):
+    """Distinct (package, core) pairs of host CPUs, from sysfs."""
+    def ids(cpu):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        return tuple(read_text(f"{base}/{name}").strip() for name in ("physical_package_id", "core_id"))
+    return {ids(cpu) for cpu in cpus}
+
+
+def check_applied_cpus(args):
+    """Tasks of concurrent jobs (lines 'CPUS_ALLOWED OMP_NUM_THREADS DTRAIN_CPU_LIST'): the plugin
+    planned inside each job's cpuset, so DTRAIN_CPU_LIST is exactly the CPUs the task may run on,
+    OMP_NUM_THREADS counts their cores, and the jobs' tasks do not overlap."""
+    seen = {}
+    for path in args.reports:
+        for line in read_text(path).splitlines():
+            allowed, threads, planned = line.split()
+            expect_equal(f"DTRAIN_CPU_LIST of a task of {path}", cpu_set(planned), cpu_set(allowed))
+            expect_equal(f"OMP_NUM_THREADS of a task of {path} (cores of {allowed})", int(threads),
+                         len(cores_of(cpu_set(allowed))))
+            for cpu in cpu_set(allowed):
+                expect(cpu not in seen, f"CPU {cpu} is bound in {seen.get(cpu)} and in {path}")
+                seen[cpu] = path
+    print(f"dtrain: ok: each task's DTRAIN_CPU_LIST and OMP_NUM_THREADS are the cpuset it runs on ({sorted(seen)})")
+
+
 def check_resv_ports(args):
     """One step's SLURM_STEP_RESV_PORTS (lines 'NODE RANK PORTS'): the same on every task, with
     (most tasks on one node + 1) ports inside MpiParams=ports=LOW-HIGH; a concurrent step's ports
@@ -100,6 +125,8 @@ def main():
     add_check(checks, "disjoint-cpus", check_disjoint_cpus, check_disjoint_cpus.__doc__,
               arg("first"), arg("second"),
               arg("--machine-cpus", required=True, help="the machine's CPU list"))
+    add_check(checks, "applied-cpus", check_applied_cpus, check_applied_cpus.__doc__,
+              arg("reports", nargs="+"))
     add_check(checks, "resv-ports", check_resv_ports, check_resv_ports.__doc__,
               arg("ports"), arg("--range", required=True), arg("--count", type=int, required=True),
               arg("--other"))

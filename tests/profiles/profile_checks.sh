@@ -71,8 +71,8 @@ bring_cluster_up() {
   mkdir -p "$state_dir"
   work_dir=$(mktemp -d -p "$state_dir" checks.XXXXXX)
   if [[ -n "$plugin" ]]; then
-    [[ -f "$plugin" && -f "$topology" ]] || fail "--plugin '$plugin' or --topology '$topology' is not a file"
-    echo "required $plugin topology=$topology" >"$state_dir/plugstack.conf"
+    [[ -f "$plugin" && ( -z "$topology" || -f "$topology" ) ]] || fail "--plugin '$plugin' or --topology '$topology' is not a file"
+    echo "required $plugin${topology:+ topology=$topology}" >"$state_dir/plugstack.conf"
   else
     : >"$state_dir/plugstack.conf"
   fi
@@ -208,6 +208,13 @@ check_cgroup() {
     cut -d' ' -f1 "$work_dir/$job" >"$work_dir/$job.cpus"
   done
   profile_checks_py disjoint-cpus "$work_dir/first.cpus" "$work_dir/second.cpus" --machine-cpus "$machine_cpus"
+  if [[ -n "$plugin" ]]; then
+    # The plugin plans inside each job's cpuset: what it exports is what the task runs on.
+    # shellcheck disable=SC2016 # expanded by each task
+    concurrently first-bound second-bound 'echo "$(awk "/^Cpus_allowed_list/ { print \$2 }" /proc/self/status) $OMP_NUM_THREADS $DTRAIN_CPU_LIST"' \
+      -w node1 -N1 -n1 --distributed-train
+    profile_checks_py applied-cpus "$work_dir/first-bound" "$work_dir/second-bound"
+  fi
 }
 
 check_tmpfs() {
