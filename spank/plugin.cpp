@@ -91,7 +91,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     if (spank_context() != S_CTX_REMOTE) return 0;
     const PluginState& st = state();
     if ((st.option_given || st.config.enabled_by_default) && is_job_step(sp)) {
-      fetch_arbitrary_hosts(sp);
+      fetch_step_hosts(sp);
     }
     return 0;
   });

@@ -11,9 +11,10 @@
 
 namespace dtrain::spank {
 
-// init_post_opt: for a step laid out with -m arbitrary, stores the hosts of its ranks (or why
-// slurmctld did not give them) in state() for plan_node; other steps need nothing.
-void fetch_arbitrary_hosts(spank_t sp);
+// init_post_opt: for a step laid out with -m arbitrary, or a heterogeneous step (srun A : B),
+// stores the hosts of its ranks (or why slurmctld did not give them) in state() for plan_node;
+// other steps need nothing. A het step costs one request per component on every node.
+void fetch_step_hosts(spank_t sp);
 
 // The host of every rank of the step in rank order ("node2,node1,..."), asked from slurmctld:
 // only -m arbitrary needs it, since its placement is not in the step's environment.

@@ -46,13 +46,26 @@ core::StepInputs read_step_inputs(spank_t sp) {
   for (std::uint32_t local = 0; local < local_tasks; ++local) {
     placed.push_back(local_to_global(sp, local));
   }
-  if (in.spec.distribution.kind == core::DistributionKind::kArbitrary) {
-    const PluginState& st = state();
+  const PluginState& st = state();
+  if (!st.controller_error.empty()) throw Error(ErrorKind::kResource, st.controller_error);
+  if (st.het) {
+    // One world across the components: SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE
+    // already hold all of them; each component's own layout (its distribution included) came
+    // from slurmctld, and this component's ranks and nodes are shifted past the earlier ones.
+    in.spec.distribution = {core::DistributionKind::kArbitrary, 0};
+    // Each component has a job id and reserved ports of its own, which the other components'
+    // nodes cannot see: ports are derived from component 0's job id on every node.
+    in.job_id = st.het->leader_job_id;
+    in.reserved_ports.clear();
+    in.spec.arbitrary_hosts = st.het->hosts_of_ranks;
+    in.spec.nnodes = st.het->node_count;
+    in.spec.ntasks = st.het->task_count;
+    in.node_id += st.het->node_offset;
+    for (auto& rank : placed) rank += st.het->rank_offset;
+  } else if (in.spec.distribution.kind == core::DistributionKind::kArbitrary) {
     if (st.arbitrary_hosts.empty()) {
       throw Error(ErrorKind::kResource,
-                  st.arbitrary_hosts_error.empty()
-                      ? "the hosts of this -m arbitrary step were not fetched from slurmctld"
-                      : st.arbitrary_hosts_error);
+                  "the hosts of this -m arbitrary step were not fetched from slurmctld");
     }
     in.spec.arbitrary_hosts = st.arbitrary_hosts;
   }
@@ -210,7 +223,9 @@ int apply_to_task(spank_t sp) {
     return -1;
   }
   const NodeTaskPlan& task = st.tasks[static_cast<std::size_t>(local)];
-  const std::uint32_t global = get_u32(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID");
+  // In a het step Slurm numbers tasks within the component; SLURM_PROCID adds the offset.
+  const std::uint32_t global =
+      get_u32(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID") + (st.het ? st.het->rank_offset : 0);
   if (global != task.global_rank) {
     log_error("layout mismatch: Slurm started global rank " + std::to_string(global) +
               " as local task " + std::to_string(local) + " but dtrain planned rank " +

@@ -3,6 +3,7 @@
 // user_init stores here is what every task_init of this node sees.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,14 +18,27 @@ struct NodeTaskPlan {
   std::vector<unsigned> cpus;  // planned CPU list (may name CPUs this host lacks)
 };
 
+// A heterogeneous step seen from one component: the SPANK items are the component's, the
+// world is every component's.
+struct HetStep {
+  std::uint32_t component = 0;
+  std::uint32_t leader_job_id = 0;  // component 0's job id: every component derives ports from it
+  std::uint32_t rank_offset = 0;    // ranks of the components before this one
+  std::uint32_t node_offset = 0;    // nodes of the components before this one
+  std::uint32_t node_count = 0;     // all components
+  std::uint32_t task_count = 0;
+  std::string hosts_of_ranks;  // the host of every rank of all components, in rank order
+};
+
 struct PluginState {
   core::PluginConfig config;
   bool option_given = false;
   core::FrameworkSet option_frameworks;
 
-  // Filled by init_post_opt in slurmstepd, as root, for -m arbitrary steps only.
-  std::string arbitrary_hosts;        // the host of every rank in rank order, from slurmctld
-  std::string arbitrary_hosts_error;  // why slurmctld did not give them
+  // Filled by init_post_opt in slurmstepd, as root, for -m arbitrary and het steps only.
+  std::string arbitrary_hosts;   // the host of every rank in rank order, from slurmctld
+  std::optional<HetStep> het;    // a heterogeneous step: all components together
+  std::string controller_error;  // why slurmctld did not give them
 
   // Filled by user_init on each node.
   bool active = false;

@@ -67,6 +67,9 @@ def main():
     parser.add_argument("-n", "--ntasks", type=int, required=True)
     parser.add_argument("--python", required=True,
                         help="interpreter of the client (/usr/bin/python3, or the venv's)")
+    parser.add_argument("--het", metavar="N:n,N:n...",
+                        help="run a heterogeneous step instead, one component per N:n (its nodes "
+                             "and tasks); -N and -n are then the totals")
     args = parser.parse_args()
 
     try:
@@ -74,6 +77,12 @@ def main():
         task = [args.python, str(CLIENT_DIR / CLIENTS[args.framework])]
         command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
                    f"-n{args.ntasks}", "--kill-on-bad-exit=1", *task]
+        if args.het:
+            command = ["srun", "--kill-on-bad-exit=1"]
+            for k, component in enumerate(args.het.split(",")):
+                nodes, tasks = component.split(":")
+                command += ([":"] if k else []) + [f"--distributed-train={args.framework}",
+                                                   f"-N{nodes}", f"-n{tasks}", *task]
         print("dtrain: running:", " ".join(command), flush=True)
         # The nodes' /tmp is private; the cluster's state directory is seen by all of them.
         with tempfile.TemporaryDirectory(prefix="client-exit.",

@@ -276,6 +276,45 @@ def check_unresolvable_suffix():
           "the host, under required and under optional")
 
 
+def check_het():
+    # Heterogeneous steps: one world across the components, RANK == SLURM_PROCID, each component
+    # laid out with its own distribution, one endpoint list on every node.
+    cases = [
+        [["-w", "node1", "-N1", "-n2", "-m", "cyclic"], ["-w", "node2,node3", "-N2", "-n3", "-m", "block"]],
+        [["-w", "node1", "-N1", "-n1"], ["-w", "node2", "-N1", "-n2"],
+         ["-w", "node3,node4", "-N2", "-n3", "-m", "cyclic"]],
+    ]
+    for components in cases:
+        out = report_dir()
+        command = ["srun"]
+        for k, args in enumerate(components):
+            command += ([":"] if k else []) + ["--distributed-train", *args, "/usr/bin/python3", REPORTER, out]
+        proc = run(command, check=False)
+        expect(proc.returncode == 0, f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+        tasks = reports(out)
+        total = sum(int(next(x[2:] for x in a if x.startswith("-n") and x[2:].isdigit())) for a in components)
+        expect(len(tasks) == total, f"{len(tasks)} of {total} tasks reported")
+        check_step(tasks)
+        for t in tasks:
+            expect(t["RANK"] == t["SLURM_PROCID"], f"RANK={t['RANK']} but SLURM_PROCID={t['SLURM_PROCID']}")
+        # Each rank's endpoint names the node Slurm ran it on: the components' own layouts.
+        hosts = {int(t["DTRAIN_RANK"]): t["host"] for t in tasks}
+        nodes_in_order = list(dict.fromkeys(hosts[r] for r in sorted(hosts)))
+        print(f"dtrain: ok: het step {' : '.join(' '.join(a) for a in components)}: {total} ranks on "
+              f"{','.join(nodes_in_order)}, RANK == SLURM_PROCID, one endpoint list")
+    # Two components on one node cannot share one endpoint list per node: refused by name.
+    out = report_dir()
+    proc = run(["srun", "--distributed-train", "-w", "node1", "-N1", "-n1", "--overlap", "true", ":",
+                "--distributed-train", "-w", "node1", "-N1", "-n1", "--overlap", "true"], check=False)
+    if proc.returncode != 0 and "runs tasks of two components" in proc.stderr:
+        print("dtrain: ok: components sharing a node are refused, naming het steps")
+    else:
+        expect("runs tasks of two components" not in proc.stdout,
+               f"components on one node: {proc.returncode}\n{proc.stderr[-2000:]}")
+        print(f"dtrain: ok: Slurm itself does not run two components on one node here "
+              f"(exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''})")
+
+
 def dtrain_files_in_node_tmp():
     """Entries named dtrain-* in each node's /tmp, as the node itself sees it."""
     cluster_sh = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
@@ -335,6 +374,7 @@ CHECKS = {
     "bad-plugstack": check_bad_plugstack,
     "unresolvable-suffix": check_unresolvable_suffix,
     "oversized": check_oversized,
+    "het": check_het,
 }
 
 if __name__ == "__main__":
