@@ -147,6 +147,10 @@ def check_dgx_eight():
     nodes = by_node(tasks)
     expect(len(nodes) == 2 and all(len(n) == 8 for n in nodes.values()),
            f"expected 8 tasks on each of 2 nodes, got { {h: len(n) for h, n in nodes.items()} }")
+    # Where the step's cpuset is smaller than this machine (cgroup profiles), the plugin plans
+    # inside it: the DGX's 14-core shares then cannot be, and each task's CPUs must lie in it.
+    with open("/sys/devices/system/cpu/online") as f:
+        machine = cpu_set(f.read().strip())
     for t in tasks:
         local = int(t["SLURM_LOCALID"])
         first = 14 * local
@@ -157,17 +161,26 @@ def check_dgx_eight():
             "DTRAIN_NIC": f"mlx5_{local}:1",
             "UCX_NET_DEVICES": f"mlx5_{local}:1",
             "NCCL_SOCKET_IFNAME": "=" + DGX_NETDEVS[local],
-            "OMP_NUM_THREADS": "14",
-            "DTRAIN_CPU_LIST": f"{first}-{first + 13},{112 + first}-{125 + first}",
         }
+        if allowed.of(t) == machine:
+            want["OMP_NUM_THREADS"] = "14"
+            want["DTRAIN_CPU_LIST"] = f"{first}-{first + 13},{112 + first}-{125 + first}"
+        else:
+            expect(cpu_set(t["DTRAIN_CPU_LIST"]) <= allowed.of(t),
+                   f"rank {t['SLURM_PROCID']}: DTRAIN_CPU_LIST={t['DTRAIN_CPU_LIST']} leaves the step's "
+                   f"cpuset {sorted(allowed.of(t))}")
         for name, value in want.items():
             expect(t.get(name) == value, f"rank {t['SLURM_PROCID']} (local {local}) on {t['host']}: "
                                          f"{name}={t.get(name)!r}, expected {value!r}")
     check_affinity(tasks, allowed, stderr)
-    check_nothing_else_warned(stderr)
-    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, DTRAIN_NIC mlx5_t, NCCL_IB_HCA mlx5_0-7 on every task, "
-          "cores 14t.. and 112+14t.., "
-          "affinity = plan ∩ allowed CPUs")
+    confined = any(allowed.of(t) != machine for t in tasks)
+    # Confined to fewer CPUs than the DGX's domains, the plan says so: the shares are cut from the
+    # step's CPUs and tasks share them.
+    check_nothing_else_warned(stderr, allow=(UNCHANGED, "has none of the CPUs the step may use",
+                                             "some tasks get the same CPU") if confined else (UNCHANGED,))
+    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, DTRAIN_NIC mlx5_t, NCCL_IB_HCA mlx5_0-7 on every task, " +
+          ("CPUs inside the step's cpuset" if confined else "cores 14t.. and 112+14t..") +
+          ", affinity = plan ∩ allowed CPUs")
 
 
 # The GPUs at PCI positions 2, 3 and 6 of the DGX, one per task: HCA, CPU share and OMP threads.
