@@ -393,8 +393,8 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
   if (std::any_of(domains.begin(), domains.end(), [](const CpuList* c) { return c->empty(); })) {
     plan.warnings.push_back("a GPU's locality in topology " + topology.source +
                             " has none of the CPUs the step may use; the tasks share out all of "
-                            "them (" + format_cpu_list(all_cpus(topology)) +
-                            ") regardless of GPU locality");
+                            "them (" +
+                            format_cpu_list(all_cpus(topology)) + ") regardless of GPU locality");
     plan_cpu_only(topology, plan);
     return;
   }

@@ -28,10 +28,9 @@ TEST(PluginConfig, DefaultsAreSensible) {
 }
 
 TEST(PluginConfig, ParsesEveryKey) {
-  const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
-                                    "port_block=16", "address=name", "suffix=-ib",
-                                    "topology=/etc/dtrain/dgx.xml", "bind=off",
-                                    "gpus=slurm", "check_ports=no"});
+  const auto c = parse_plugin_args(
+      {"enable=always", "frameworks=torch,tf", "ports=30000-31023", "port_block=16", "address=name",
+       "suffix=-ib", "topology=/etc/dtrain/dgx.xml", "bind=off", "gpus=slurm", "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
