@@ -1,6 +1,7 @@
 #include "spank/slurmstepd_user.hpp"
 
 #include <slurm/slurm.h>
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/memory_file_io.hpp"
@@ -72,23 +73,39 @@ core::StepInputs read_step_inputs(spank_t sp) {
   return in;
 }
 
-void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
+// A port of the step held by another user's process is a step failure: the other ranks could
+// rendezvous with that process instead of with this node's rank. The user's own holder (an
+// earlier step of theirs, say) is only a warning.
+void check_busy_port(const core::StepPlan& plan, PluginState& st, std::uint16_t port,
+                     const std::string& what) {
   const auto& addr = plan.node_addresses[plan.node];
+  if (!core::port_in_use(addr, port)) return;
+  const std::string where =
+      "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr + ")";
+  const auto holder = core::listener_uid(addr, port);
+  if (holder && *holder != geteuid()) {
+    throw Error(ErrorKind::kMismatch,
+                where + ", " + what + ", is held by a process of another user (uid " +
+                    std::to_string(*holder) +
+                    "); the step stops so that no rank connects to it. Fix: ask the site for "
+                    "exclusive nodes or Slurm's reserved ports (MpiParams=ports=A-B), or find the "
+                    "holder with `ss -ltnp 'sport = :" +
+                    std::to_string(port) + "'` on that node");
+  }
+  st.node_warnings.push_back(where + ", " + what +
+                             ", is already in use by another process of yours. Fix: stop that "
+                             "process, or let Slurm reserve each step's ports (MpiParams=ports=A-B "
+                             "in slurm.conf)");
+}
+
+void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
   const auto local_count = plan.layout.local_world_size(plan.node);
   for (std::uint32_t local = 0; local < local_count; ++local) {
-    const auto port = plan.ports.endpoint_ports[local];
-    if (core::port_in_use(addr, port)) {
-      st.node_warnings.push_back(
-          "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr +
-          ") is already in use by another process; local rank " + std::to_string(local) +
-          " cannot listen on its endpoint. Fix: stop that process, or "
-          "let Slurm reserve each step's ports (MpiParams=ports=A-B in slurm.conf)");
-    }
+    check_busy_port(plan, st, plan.ports.endpoint_ports[local],
+                    "the endpoint of local rank " + std::to_string(local));
   }
-  if (plan.layout.ranks[0].node == plan.node && core::port_in_use(addr, plan.ports.master)) {
-    st.node_warnings.push_back("master port " + std::to_string(plan.ports.master) + " on " +
-                               plan.layout.hosts[plan.node] +
-                               " is already in use by another process");
+  if (plan.layout.ranks[0].node == plan.node) {
+    check_busy_port(plan, st, plan.ports.master, "the master port (MASTER_PORT)");
   }
 }
 

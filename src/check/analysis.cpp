@@ -125,6 +125,15 @@ class Analysis {
       for (const auto& port : facts.ports) {
         if (!port.in_use) continue;
         const bool master = port.role == "master";
+        if (port.held_by_other_user) {
+          add("port-held-by-another-user", facts.host, facts.rank,
+              "on " + facts.host + ", " +
+                  (master ? "the master port " + port.endpoint
+                          : "rank " + std::to_string(facts.rank) + "'s endpoint " + port.endpoint) +
+                  " is held by a process of uid " + std::to_string(port.holder_uid));
+          if (!master) busy_endpoints_.insert(facts.rank);
+          continue;
+        }
         add(master ? "master-port-in-use" : "endpoint-port-in-use", facts.host, facts.rank,
             "on " + facts.host + ", " +
                 (master ? "the master port " + port.endpoint + " (DTRAIN_MASTER_PORT)"

@@ -27,7 +27,11 @@ bootstrap::Fingerprint fingerprint_from_json(const nlohmann::json& json) {
 nlohmann::json to_json(const RankFacts& facts) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& port : facts.ports) {
-    ports.push_back({{"role", port.role}, {"endpoint", port.endpoint}, {"in_use", port.in_use}});
+    ports.push_back({{"role", port.role},
+                     {"endpoint", port.endpoint},
+                     {"in_use", port.in_use},
+                     {"held_by_other_user", port.held_by_other_user},
+                     {"holder_uid", port.holder_uid}});
   }
   nlohmann::json json = {{"rank", facts.rank},
                          {"local_rank", facts.local_rank},
@@ -61,8 +65,9 @@ RankFacts rank_facts_from_json(const nlohmann::json& json, int from_rank) {
     facts.cpus_allowed = json.at("cpus_allowed").get<std::string>();
     for (const auto& port : json.at("ports")) {
       facts.ports.push_back({port.at("role").get<std::string>(),
-                             port.at("endpoint").get<std::string>(),
-                             port.at("in_use").get<bool>()});
+                             port.at("endpoint").get<std::string>(), port.at("in_use").get<bool>(),
+                             port.at("held_by_other_user").get<bool>(),
+                             port.at("holder_uid").get<std::uint32_t>()});
     }
     facts.listen_endpoint = json.at("listen_endpoint").get<std::string>();
     facts.listen_errno = json.at("listen_errno").get<int>();

@@ -2,6 +2,7 @@
 // What one rank of dtrain-check observed about itself and its node, as plain data, and its
 // JSON form (how ranks send it to rank 0). Pure.
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,9 @@ struct PortFacts {
   std::string role;      // "endpoint" or "master"
   std::string endpoint;  // "addr:port" as exported
   bool in_use = false;
+  // The listener belongs to another user than the rank's (from /proc/net/tcp*): holder_uid.
+  bool held_by_other_user = false;
+  std::uint32_t holder_uid = 0;
   bool operator==(const PortFacts&) const = default;
 };
 

@@ -26,6 +26,13 @@ const std::vector<FindingKind>& finding_catalog() {
        "Find the holder with `ss -ltnp 'sport = :PORT'` on that node and stop it, or move "
        "dtrain's ports: `MpiParams=ports=A-B` in slurm.conf (Slurm reserves them per step) or "
        "`ports=A-B` in plugstack.conf."},
+      {"port-held-by-another-user", Severity::kProblem,
+       "An endpoint or master port of the step is held by a listening process of another user "
+       "(the listener's uid in /proc/net/tcp).",
+       "The plugin stops the step on that node (`is held by a process of another user`); without "
+       "the check, peers could rendezvous with the foreign process.",
+       "Ask for exclusive nodes or Slurm's reserved ports (`MpiParams=ports=A-B`), or have the "
+       "holder found (`ss -ltnp 'sport = :PORT'` on that node) and stopped."},
       {"master-port-in-use", Severity::kProblem,
        "DTRAIN_MASTER_PORT (MASTER_PORT) on rank 0's node is held by another listening process.",
        "torch.distributed's TCPStore on rank 0 fails with \"Address already in use\"; the other "

@@ -1,6 +1,7 @@
 #include "check/probe.hpp"
 
 #include <net/if.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -37,7 +38,13 @@ std::vector<std::string> network_interfaces() {
 PortFacts check_port(const std::string& role, const bootstrap::Endpoint& endpoint) {
   PortFacts port{role, bootstrap::to_string(endpoint), false};
   try {
-    port.in_use = core::port_in_use(core::resolve_host(endpoint.host), endpoint.port);
+    const auto address = core::resolve_host(endpoint.host);
+    port.in_use = core::port_in_use(address, endpoint.port);
+    if (const auto holder = core::listener_uid(address, endpoint.port);
+        port.in_use && holder && *holder != geteuid()) {
+      port.held_by_other_user = true;
+      port.holder_uid = *holder;
+    }
   } catch (const Error&) {
     // An unresolvable endpoint is reported by the preflight, which cannot reach it either.
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -64,6 +65,75 @@ std::string hosts_line(const std::string& host, const std::string& hosts_file) {
     }
   }
   return {};
+}
+
+namespace {
+
+// The kernel prints each 32-bit word of an address in host byte order as 8 hex digits.
+std::string kernel_hex(const void* raw, std::size_t bytes) {
+  std::string out;
+  char word[9];
+  for (std::size_t i = 0; i < bytes; i += 4) {
+    std::uint32_t value = 0;
+    std::memcpy(&value, static_cast<const unsigned char*>(raw) + i, 4);
+    std::snprintf(word, sizeof word, "%08X", value);
+    out += word;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> listener_uid_in(std::string_view table, const std::string& addr,
+                                             std::uint16_t port) {
+  in_addr v4{};
+  in6_addr v6{};
+  std::string wanted;
+  std::string wildcard;
+  if (inet_pton(AF_INET, addr.c_str(), &v4) == 1) {
+    wanted = kernel_hex(&v4, 4);
+    wildcard = std::string(8, '0');
+  } else if (inet_pton(AF_INET6, addr.c_str(), &v6) == 1) {
+    wanted = kernel_hex(&v6, 16);
+    wildcard = std::string(32, '0');
+  } else {
+    return std::nullopt;
+  }
+  char port_hex[5];
+  std::snprintf(port_hex, sizeof port_hex, "%04X", port);
+  std::istringstream lines{std::string(table)};
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid;
+    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid)) {
+      continue;
+    }
+    const auto colon = local.find(':');
+    if (state != "0A" || colon == std::string::npos || local.substr(colon + 1) != port_hex)
+      continue;
+    const std::string listen_addr = local.substr(0, colon);
+    // A dual-stack listener on [::] takes the IPv4 port as well.
+    const bool any_v6 = listen_addr == std::string(32, '0');
+    if (listen_addr != wanted && listen_addr != wildcard && !any_v6) continue;
+    try {
+      return static_cast<std::uint32_t>(std::stoul(uid));
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint32_t> listener_uid(const std::string& addr, std::uint16_t port) {
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (auto uid = listener_uid_in(text.str(), addr, port)) return uid;
+  }
+  return std::nullopt;
 }
 
 bool port_in_use(const std::string& addr, std::uint16_t port) {

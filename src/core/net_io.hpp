@@ -3,7 +3,9 @@
 // port can still be bound. Kept apart from the pure planning code.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace dtrain::core {
 
@@ -14,6 +16,15 @@ std::string resolve_host(const std::string& host);
 // The first line of `hosts_file` that names `host` (comments and surrounding blanks removed), or
 // "" when none does or the file cannot be read.
 std::string hosts_line(const std::string& host, const std::string& hosts_file = "/etc/hosts");
+
+// The uid of a listening TCP socket on addr:port (or on the wildcard address and that port) in
+// the kernel's table text (the format of /proc/net/tcp and /proc/net/tcp6); nothing when none
+// listens there. Pure.
+std::optional<std::uint32_t> listener_uid_in(std::string_view table, const std::string& addr,
+                                             std::uint16_t port);
+
+// listener_uid_in over this network namespace's /proc/net/tcp and /proc/net/tcp6.
+std::optional<std::uint32_t> listener_uid(const std::string& addr, std::uint16_t port);
 
 // True when a listening socket already holds addr:port on this machine.
 bool port_in_use(const std::string& addr, std::uint16_t port);

@@ -158,6 +158,19 @@ TEST(Analysis, NoPluginVariablesIsAProblem) {
             "no rank has the plugin's DTRAIN_* variables (8 ranks on 4 nodes)");
 }
 
+TEST(Analysis, APortOfAnotherUserIsItsOwnFinding) {
+  CheckInput input = healthy_step();
+  input.ranks[6].ports[0].in_use = true;
+  input.ranks[6].ports[0].held_by_other_user = true;
+  input.ranks[6].ports[0].holder_uid = 65534;
+  const CheckReport report = analyse(input);
+  EXPECT_EQ(report.exit_status(), 1);
+  const Finding& finding = only(report, "port-held-by-another-user");
+  EXPECT_EQ(finding.node, "node3");
+  EXPECT_NE(finding.detail.find("is held by a process of uid 65534"), std::string::npos)
+      << finding.detail;
+}
+
 TEST(Analysis, HeldEndpointPortNamesNodeAndPortOnce) {
   CheckInput input = healthy_step();
   input.ranks[6].ports[0].in_use = true;

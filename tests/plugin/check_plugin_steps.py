@@ -316,6 +316,70 @@ def check_het():
               f"(exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''})")
 
 
+CLUSTER_SH = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
+
+
+class held_port:
+    """A listener on PORT (all addresses) inside NODE's network namespace, as UID."""
+
+    def __init__(self, node, port, uid):
+        self.node, self.port, self.uid = node, port, uid
+
+    def __enter__(self):
+        listen = ("import socket,time; s=socket.socket(); "
+                  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                  f"s.bind(('0.0.0.0', {self.port})); s.listen(); time.sleep(120)")
+        as_user = [] if self.uid == 0 else ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                                            "--clear-groups"]
+        self.proc = subprocess.Popen([CLUSTER_SH, "--state-dir", STATE, "exec", self.node, "--", *as_user,
+                                      "/usr/bin/python3", "-c", listen],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        needle = f":{self.port:04X} 00000000:0000 0A"
+        for _ in range(100):
+            tcp = run([CLUSTER_SH, "--state-dir", STATE, "exec", self.node, "--", "cat", "/proc/net/tcp"],
+                      check=False).stdout
+            if needle in tcp:
+                return self
+            time.sleep(0.1)
+        self.__exit__()
+        raise CheckFailed(f"could not hold port {self.port} on {self.node} as uid {self.uid}")
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        run([CLUSTER_SH, "--state-dir", STATE, "exec", self.node, "--", "pkill", "-f",
+             f"s.bind\\(\\('0.0.0.0', {self.port}\\)"], check=False)
+        self.proc.wait(timeout=30)
+
+
+def check_foreign_port():
+    # Another user's process on a port of the step: the step fails before the program starts,
+    # naming the node, the port and the uid; the user's own process is only a warning. A range
+    # of 64 blocks of 32 ports makes step 0's ports exactly base + 64 * local rank, and the
+    # master base + 64 (one task per node).
+    base = 23000 + 128 * (os.getpid() % 50)
+    pin = (f"ports={base}-{base + 64 * 32 - 1}", "port_block=32")
+    step = ["srun", "--distributed-train", "--kill-on-bad-exit=1", "-N2", "-n2", "-w", "node1,node2",
+            "/usr/bin/python3", REPORTER]
+    nobody = 65534
+    for node, port, what in (("node1", base + 64, "the master port"), ("node2", base, "the endpoint of local rank 0")):
+        out = report_dir()
+        with plugstack_args(*pin), held_port(node, port, nobody):
+            proc = run([*step, out], check=False)
+        expect(proc.returncode != 0, f"a step ran with {what} ({node}:{port}) held by uid {nobody}")
+        expect(re.search(rf"port {port} on {node} \([^)]*\), {what}.*, is held by a process of another user "
+                         rf"\(uid {nobody}\)", proc.stderr), proc.stderr[-2000:])
+        # The held node's tasks never start; the others' may, and Slurm then ends the step.
+        started = [t["host"] for t in reports(out)]
+        expect(node not in started, f"a task on {node} started while uid {nobody} held port {port}")
+    out = report_dir()
+    with plugstack_args(*pin), held_port("node2", base, 0):
+        proc = run([*step, out], check=False)
+    expect(proc.returncode == 0 and len(reports(out)) == 2, f"the user's own holder failed the step:\n{proc.stderr}")
+    expect("is already in use by another process of yours" in proc.stderr, proc.stderr[-2000:])
+    print(f"dtrain: ok: uid {nobody} holding the master port or an endpoint port stops the step, naming "
+          "node, port and uid; the user's own holder is a warning")
+
+
 def dtrain_files_in_node_tmp():
     """Entries named dtrain-* in each node's /tmp, as the node itself sees it."""
     cluster_sh = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
@@ -376,6 +440,7 @@ CHECKS = {
     "unresolvable-suffix": check_unresolvable_suffix,
     "oversized": check_oversized,
     "het": check_het,
+    "foreign-port": check_foreign_port,
 }
 
 if __name__ == "__main__":

@@ -134,6 +134,29 @@ TEST(StepPlan, NodeAliasesGiveCloudNodesTheirAddresses) {
   EXPECT_THROW(parse_node_aliases(":10.0.0.1:h"), Error);
 }
 
+TEST(Netio, ListenerUidComesFromTheKernelTable) {
+  // /proc/net/tcp: 127.0.0.1:8080 listening (uid 1000), 0.0.0.0:9090 listening (uid 65534), and
+  // an established connection from port 7070 (uid 0).
+  const std::string tcp =
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000  0 1 1\n"
+      "   1: 00000000:2382 00000000:0000 0A 00000000:00000000 00:00000000 00000000 65534  0 2 1\n"
+      "   2: 0100007F:1B9E 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0  0 3 1\n";
+  EXPECT_EQ(listener_uid_in(tcp, "127.0.0.1", 8080), 1000u);
+  EXPECT_EQ(listener_uid_in(tcp, "127.0.0.2", 8080), std::nullopt);  // another address
+  EXPECT_EQ(listener_uid_in(tcp, "10.1.2.3", 9090), 65534u);         // the wildcard holds it
+  EXPECT_EQ(listener_uid_in(tcp, "127.0.0.1", 7070), std::nullopt);  // not listening
+  const std::string tcp6 =
+      "  sl  local_address                         remote_address                        st "
+      "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+      "   0: 00000000000000000000000000000000:1F91 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000   42        0 4 1\n";
+  EXPECT_EQ(listener_uid_in(tcp6, "10.1.2.3", 8081), 42u);  // [::] takes IPv4 too
+  EXPECT_EQ(listener_uid_in(tcp6, "fd00::1", 8081), 42u);
+  EXPECT_EQ(listener_uid_in(tcp6, "node1", 8081), std::nullopt);
+}
+
 TEST(Netio, HostsLineFindsTheNameAsAWord) {
   const auto file =
       std::filesystem::temp_directory_path() / ("dtrain-hosts-" + std::to_string(getpid()));
