@@ -14,6 +14,7 @@
 #include "bootstrap/endpoints.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/step_plan.hpp"
 
 namespace dtrain::bootstrap {
 
@@ -94,9 +95,10 @@ std::vector<std::string> check_env_locally(const DtrainEnv& env) {
   if (!env.present) return problems;
   // The ranks compare hashes of their lists; one that no longer matches the plugin's was
   // changed on the way (an edited variable, a rewritten file).
-  if (env.endpoints_hash && *env.endpoints_hash != hex64(hash_text(env.endpoints))) {
+  if (const auto actual = env.endpoints_hash ? core::endpoints_hash(env.endpoints) : "";
+      env.endpoints_hash && *env.endpoints_hash != actual) {
     problems.push_back("DTRAIN_ENDPOINTS_HASH=" + *env.endpoints_hash + " does not match " +
-                       env.endpoints_source + " (its hash is " + hex64(hash_text(env.endpoints)) +
+                       env.endpoints_source + " (its hash is " + actual +
                        "): the list was changed after the plugin exported it; launch with srun "
                        "--distributed-train and leave the DTRAIN_* variables as they are");
   }

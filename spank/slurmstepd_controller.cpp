@@ -123,7 +123,6 @@ void fetch_het_layout(spank_t sp, HetStep& het) {
       continue;  // this component does not take part in the step (srun --het-group)
     }
     if (jobs[k] == own_job) {
-      het.component = static_cast<std::uint32_t>(k);
       het.rank_offset = total;
       het.node_offset = 0;
       for (const auto& earlier : layouts)

@@ -21,7 +21,6 @@ struct NodeTaskPlan {
 // A heterogeneous step seen from one component: the SPANK items are the component's, the
 // world is every component's.
 struct HetStep {
-  std::uint32_t component = 0;
   std::uint32_t leader_job_id = 0;  // component 0's job id: every component derives ports from it
   std::uint32_t rank_offset = 0;    // ranks of the components before this one
   std::uint32_t node_offset = 0;    // nodes of the components before this one

@@ -343,24 +343,38 @@ class Analysis {
   // DTRAIN_ENDPOINTS_HASH is the plugin's hash of the endpoint list: one value on every rank,
   // or the ranks connect to different peers.
   void compare_endpoint_lists() {
-    std::map<std::string, std::vector<int>> ranks_by_hash;
-    std::map<std::string, std::vector<std::string>> nodes_by_hash;
-    for (const auto& facts : input_.ranks) {
-      const auto hash = variable(facts, "DTRAIN_ENDPOINTS_HASH");
-      if (!hash) continue;
-      ranks_by_hash[*hash].push_back(facts.rank);
-      auto& nodes = nodes_by_hash[*hash];
-      if (std::find(nodes.begin(), nodes.end(), facts.host) == nodes.end()) {
-        nodes.push_back(facts.host);
-      }
-    }
-    if (ranks_by_hash.size() < 2) return;
+    auto values = values_of("DTRAIN_ENDPOINTS_HASH");
+    std::erase_if(values, [](const EnvValue& v) { return !v.set; });
+    if (values.size() < 2) return;
+    std::sort(values.begin(), values.end(),
+              [](const EnvValue& a, const EnvValue& b) { return a.value < b.value; });
     std::vector<std::string> groups;
-    for (const auto& [hash, ranks] : ranks_by_hash) {
-      groups.push_back(hash + " on " + join(nodes_by_hash[hash], ",") + " (" + ranks_text(ranks) +
-                       ")");
+    for (const auto& value : values) {
+      groups.push_back(value.value + " on " + join(value.nodes, ",") + " (" +
+                       ranks_text(value.ranks) + ")");
     }
     add("endpoint-lists-differ", "", -1, "DTRAIN_ENDPOINTS_HASH differs: " + join(groups, "; "));
+  }
+
+  // The values `name` has across the step (unset is one), each with its ranks and nodes.
+  std::vector<EnvValue> values_of(const std::string& name) const {
+    std::vector<EnvValue> values;
+    for (const auto& node : report_.nodes) {
+      for (const RankFacts* facts : ranks_on(node)) {
+        const auto value = variable(*facts, name);
+        auto it = std::find_if(values.begin(), values.end(), [&](const EnvValue& v) {
+          return v.set == value.has_value() && v.value == value.value_or("");
+        });
+        if (it == values.end()) {
+          values.push_back({value.has_value(), value.value_or(""), {}, {}});
+          it = std::prev(values.end());
+        }
+        it->ranks.push_back(facts->rank);
+        if (it->nodes.empty() || it->nodes.back() != node.host) it->nodes.push_back(node.host);
+      }
+    }
+    for (auto& value : values) std::sort(value.ranks.begin(), value.ranks.end());
+    return values;
   }
 
   void compare_environment() {
@@ -371,23 +385,7 @@ class Analysis {
       }
     }
     for (const auto& name : names) {
-      EnvVariableReport variable_report{name, kPerTaskVariables.contains(name), {}};
-      for (const auto& node : report_.nodes) {
-        for (const RankFacts* facts : ranks_on(node)) {
-          const auto value = variable(*facts, name);
-          auto it = std::find_if(
-              variable_report.values.begin(), variable_report.values.end(), [&](const EnvValue& v) {
-                return v.set == value.has_value() && v.value == value.value_or("");
-              });
-          if (it == variable_report.values.end()) {
-            variable_report.values.push_back({value.has_value(), value.value_or(""), {}, {}});
-            it = std::prev(variable_report.values.end());
-          }
-          it->ranks.push_back(facts->rank);
-          if (it->nodes.empty() || it->nodes.back() != node.host) it->nodes.push_back(node.host);
-        }
-      }
-      for (auto& value : variable_report.values) std::sort(value.ranks.begin(), value.ranks.end());
+      EnvVariableReport variable_report{name, kPerTaskVariables.contains(name), values_of(name)};
       if (!variable_report.per_task && variable_report.values.size() > 1) {
         std::vector<std::string> groups;
         for (const auto& value : variable_report.values) {

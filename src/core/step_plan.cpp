@@ -1,9 +1,6 @@
 #include "core/step_plan.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -52,13 +49,6 @@ std::map<std::string, std::string> parse_node_aliases(std::string_view text) {
     aliases[std::string(entry.substr(0, first))] = std::move(address);
   }
   return aliases;
-}
-
-std::string endpoints_hash(std::string_view endpoints) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(endpoints.data(), endpoints.size())));
-  return hex;
 }
 
 bool is_loopback_address(const std::string& address) {

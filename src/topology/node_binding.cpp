@@ -24,16 +24,17 @@ bool apply_gpu_limits(const StepGpuVariables& gpus, BindingRequest& request,
     request.allowed_gpu_indices = std::vector<unsigned>{};
     notes.push_back(std::move(why));
   };
-  const auto is_index_list = [](const std::string& text, const char* what) {
+  std::optional<std::vector<unsigned>> visible_indices;
+  if (visible) {
     try {
-      parse_gpu_index_list(text, what);
-      return true;
+      visible_indices = parse_gpu_index_list(*visible, "CUDA_VISIBLE_DEVICES");
     } catch (const Error&) {
-      return false;
+      // UUIDs or MIG names: not indices into the topology's GPUs.
     }
-  };
+  }
+  const bool visible_by_name = visible && !visible_indices;
   if (gpus.step_gpus) {
-    if (visible && !is_index_list(*visible, "CUDA_VISIBLE_DEVICES")) {
+    if (visible_by_name) {
       no_gpus("CUDA_VISIBLE_DEVICES=" + *visible +
               " names GPUs by UUID or MIG instance, which the topology cannot match; kept as "
               "Slurm set it, no GPU or NIC binding, CPU binding only");
@@ -58,12 +59,12 @@ bool apply_gpu_limits(const StepGpuVariables& gpus, BindingRequest& request,
   }
   if (!visible) return false;
   request.numbering = GpuNumbering::kWholeNode;
-  if (!is_index_list(*visible, "CUDA_VISIBLE_DEVICES")) {
+  if (visible_by_name) {
     no_gpus("CUDA_VISIBLE_DEVICES=" + *visible +
             " does not name GPUs by index; kept, no GPU or NIC binding, CPU binding only");
     return false;
   }
-  request.allowed_gpu_indices = parse_gpu_index_list(*visible, "CUDA_VISIBLE_DEVICES");
+  request.allowed_gpu_indices = std::move(visible_indices);
   return false;
 }
 
