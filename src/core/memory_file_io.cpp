@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,12 @@ std::string export_memory_file(std::string_view name, std::string_view content) 
       fail("cannot write the memory file", name);
     }
     done += static_cast<std::size_t>(n);
+  }
+  // memfd_create makes the inode 0777. /proc/<pid>/fd already keeps other users out, but the
+  // file itself should say it belongs to its owner alone, as a spill file on disk would.
+  if (fchmod(fd, S_IRUSR) != 0) {
+    close(fd);
+    fail("cannot make the memory file private", name);
   }
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0 ||
       lseek(fd, 0, SEEK_SET) != 0) {

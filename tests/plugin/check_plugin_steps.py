@@ -391,6 +391,33 @@ def dtrain_files_in_node_tmp():
     return found
 
 
+# The spill directory of earlier releases was /tmp/dtrain-<uid>-<job>.<step>: another user who
+# created that name first, as a directory or a symlink, stopped the step (issue 27).
+SQUAT_JOBS = 4
+
+
+def squat_old_spill_names():
+    """As nobody, create every old-scheme spill name of the next few jobs in each node's /tmp;
+    returns the job ids covered. unsquat_old_spill_names() removes them."""
+    probe = run(["srun", "-N1", "-n1", "printenv", "SLURM_JOB_ID"])
+    first = int(probe.stdout.strip()) + 1
+    jobs = list(range(first, first + SQUAT_JOBS))
+    names = [f"/tmp/dtrain-{os.getuid()}-{job}.{step}" for job in jobs for step in (0, 1)]
+    # Step 0's name as a directory open to all, step 1's as a symlink to one: both were refused.
+    script = ('mkdir -m 0777 /tmp/dtrain-squat; for n in "$@"; do case $n in '
+              '*.0) mkdir -m 0777 "$n" ;; *) ln -s /tmp/dtrain-squat "$n" ;; esac; done')
+    for node in ("node1", "node2", "node3", "node4"):
+        run([CLUSTER_SH, "--state-dir", STATE, "exec", node, "--", "setpriv", "--reuid=65534", "--regid=65534",
+             "--clear-groups", "/bin/sh", "-c", script, "squat", *names])
+    return jobs
+
+
+def unsquat_old_spill_names():
+    for node in ("node1", "node2", "node3", "node4"):
+        run([CLUSTER_SH, "--state-dir", STATE, "exec", node, "--", "/bin/sh", "-c",
+             f"rm -rf /tmp/dtrain-squat /tmp/dtrain-{os.getuid()}-*"])
+
+
 def check_oversized():
     # 600 ranks with a 200-byte suffix: each endpoint is ~210 bytes, the list ~126 KiB, and
     # TF_CONFIG's quoted list ~128 KiB: past Linux's 131072-byte limit for one string.
@@ -405,28 +432,41 @@ def check_oversized():
         expect(refused.returncode != 0, "a step with 160 tasks per node got derived ports from 32-port blocks")
         expect("srun --resv-ports=161" in refused.stderr and "port_block=" in refused.stderr,
                refused.stderr[-2000:])
-    before = dtrain_files_in_node_tmp()
-    with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off", "port_block=161"):
-        proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/usr/bin/python3", "-c",
-                    "import glob,os,sys; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); "
-                    "assert 'DTRAIN_ENDPOINTS' not in os.environ; "
-                    "assert p.startswith(f'/proc/{os.getpid()}/fd/'), p; "
-                    "assert not glob.glob('/tmp/dtrain-*'), glob.glob('/tmp/dtrain-*'); "
-                    "assert e.split(',')[int(os.environ['DTRAIN_RANK'])]==os.environ['DTRAIN_CURRENT_ENDPOINT']; "
-                    "print('STARTED', os.environ['DTRAIN_RANK'], len(e))"], check=False)
+    squatted = squat_old_spill_names()
+    try:
+        before = dtrain_files_in_node_tmp()
+        with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off", "port_block=161"):
+            proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/usr/bin/python3", "-c",
+                        "import glob,os,sys; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); "
+                        "assert 'DTRAIN_ENDPOINTS' not in os.environ; "
+                        "assert p.startswith(f'/proc/{os.getpid()}/fd/'), p; "
+                        "st=os.stat(p); assert st.st_uid==os.getuid() and st.st_mode&0o777==0o400, oct(st.st_mode); "
+                        "assert all(os.lstat(q).st_uid==65534 for q in glob.glob('/tmp/dtrain-*')), "
+                        "glob.glob('/tmp/dtrain-*'); "
+                        "assert e.split(',')[int(os.environ['DTRAIN_RANK'])]==os.environ['DTRAIN_CURRENT_ENDPOINT']; "
+                        "print('STARTED', os.environ['DTRAIN_RANK'], len(e), os.environ['SLURM_JOB_ID'])"], check=False)
+        after = dtrain_files_in_node_tmp()
+    finally:
+        unsquat_old_spill_names()
     started = [l for l in proc.stdout.splitlines() if l.startswith("STARTED")]
     expect(proc.returncode == 0, f"oversized step failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     expect(len(started) == 640, f"{len(started)} of 640 tasks started")
     size = int(started[0].split()[2])
+    job = int(started[0].split()[3])
+    expect(job in squatted, f"the step ran as job {job}, not one of the squatted jobs {squatted}")
+    held = {f"/tmp/dtrain-{os.getuid()}-{job}.{step}" for step in (0, 1)}
+    expect(all(held <= set(names) for names in before.values()), f"not every node held {held}: {before}")
     expect(size > 131072, f"endpoint list only {size} bytes")
     warnings = proc.stderr.count("exceed Linux's 131072-byte limit")
     expect(warnings == 1, f"expected one warning per step, got {warnings}:\n{proc.stderr[-2000:]}")
-    after = dtrain_files_in_node_tmp()
     expect(after == before, f"the step left files in the nodes' /tmp: before {before}, after {after}")
     print(("" if reserved else "dtrain: ok: 160 tasks per node refused with port_block=32, naming the fix\n") +
           f"dtrain: ok: a "
           f"{size}-byte endpoint list went to a memory file (DTRAIN_ENDPOINTS_FILE), all 640 tasks started, "
-          "one warning, nothing in any node's /tmp")
+          "one warning, nothing added to any node's /tmp\n"
+          f"dtrain: ok: another user held every old-scheme spill name of job {job} "
+          "(directory for step 0, symlink for step 1) on every node; the step "
+          "started anyway and its memory files are mode 0400, owned by the step's user")
 
 
 CHECKS = {
