@@ -87,7 +87,29 @@ DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file) 
   }
   parse_endpoint_list(env.endpoints, env.endpoints_source);
   env.endpoints_hash = lookup("DTRAIN_ENDPOINTS_HASH");
+  env.slurm_procid = lookup("SLURM_PROCID");
+  env.slurm_localid = lookup("SLURM_LOCALID");
   return env;
+}
+
+std::string disagreement_with_slurm(int rank, int local_rank,
+                                    const std::optional<std::string>& slurm_procid,
+                                    const std::optional<std::string>& slurm_localid) {
+  std::string differs;
+  const auto compare = [&](const char* ours, int value, const char* slurms,
+                           const std::optional<std::string>& theirs) {
+    if (!theirs || *theirs == std::to_string(value)) return;
+    differs += std::string(differs.empty() ? "" : ", ") + ours + "=" + std::to_string(value) +
+               " but " + slurms + "=" + *theirs;
+  };
+  compare("DTRAIN_RANK", rank, "SLURM_PROCID", slurm_procid);
+  compare("DTRAIN_LOCAL_RANK", local_rank, "SLURM_LOCALID", slurm_localid);
+  if (differs.empty()) return differs;
+  return differs +
+         ": a SPANK plugin that ran after dtrain gave this task another task's variables "
+         "(pyxis does, for --container-image, when it loads after dtrain). Load dtrain after "
+         "it: its line after pyxis's in plugstack.conf, or a drop-in named to sort after "
+         "pyxis.conf (plugstack.conf.d/zz-dtrain.conf); see spank_dtrain(8), CONTAINERS";
 }
 
 std::vector<std::string> check_env_locally(const DtrainEnv& env) {
@@ -101,6 +123,11 @@ std::vector<std::string> check_env_locally(const DtrainEnv& env) {
                        env.endpoints_source + " (its hash is " + actual +
                        "): the list was changed after the plugin exported it; launch with srun "
                        "--distributed-train and leave the DTRAIN_* variables as they are");
+  }
+  if (auto differs =
+          disagreement_with_slurm(env.rank, env.local_rank, env.slurm_procid, env.slurm_localid);
+      !differs.empty()) {
+    problems.push_back(std::move(differs));
   }
   const auto entries = core::split(env.endpoints, ',');
   if (static_cast<long>(entries.size()) != env.world_size) {

@@ -33,14 +33,26 @@ struct DtrainEnv {
   std::string endpoints;         // the full comma-separated list
   std::string endpoints_source;  // "DTRAIN_ENDPOINTS" or "DTRAIN_ENDPOINTS_FILE=<path>"
   std::optional<std::string> endpoints_hash;  // DTRAIN_ENDPOINTS_HASH, when the plugin set it
+  // Slurm's own ids of the task, when it runs under srun: dtrain's must be the same.
+  std::optional<std::string> slurm_procid;   // SLURM_PROCID
+  std::optional<std::string> slurm_localid;  // SLURM_LOCALID
 };
 
 // Throws dtrain::Error(kInvalidInput) naming the variables when only some are set or a value
 // is malformed.
 DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file);
 
-// Checks that need no other rank: the list has world_size entries and entry `rank` is the
-// current endpoint. Returns one message per problem.
+// What is wrong when a task's DTRAIN_RANK/DTRAIN_LOCAL_RANK are not Slurm's SLURM_PROCID/
+// SLURM_LOCALID for the same task: a plugin that ran after dtrain's gave it another task's
+// variables (pyxis copies one task's environment into all). "" when they agree or Slurm's are
+// unknown.
+std::string disagreement_with_slurm(int rank, int local_rank,
+                                    const std::optional<std::string>& slurm_procid,
+                                    const std::optional<std::string>& slurm_localid);
+
+// Checks that need no other rank: the list has world_size entries, entry `rank` is the
+// current endpoint, and the ids are Slurm's (disagreement_with_slurm). Returns one message per
+// problem.
 std::vector<std::string> check_env_locally(const DtrainEnv& env);
 
 // Default 60 s; DTRAIN_BOOTSTRAP_TIMEOUT (seconds) overrides it; an explicit config value

@@ -130,6 +130,14 @@ const std::vector<FindingKind>& finding_catalog() {
        "Usually a node resolves a host name differently (`getent hosts NAME` on every node, e.g. "
        "a '127.0.1.1 NAME' line in /etc/hosts), or nodes run different plugin versions or "
        "plugstack.conf lines (`ports=`, `suffix=`, `address=`): make them the same everywhere."},
+      {"ids-differ-from-slurm", Severity::kProblem,
+       "A task's DTRAIN_RANK or DTRAIN_LOCAL_RANK is not Slurm's SLURM_PROCID or SLURM_LOCALID "
+       "for that task: a SPANK plugin that ran after dtrain gave it another task's variables.",
+       "Several tasks claim one rank, endpoint and GPU: rendezvous hangs or fails with a "
+       "duplicate rank, and tasks share a GPU. pyxis (--container-image) does this when it loads "
+       "after dtrain: it copies the node's first task's environment into every task.",
+       "Load dtrain after the container plugin: put its plugstack.conf line after pyxis's, or "
+       "name its drop-in to sort after pyxis.conf (plugstack.conf.d/zz-dtrain.conf)."},
       {"nccl-environment-differs", Severity::kWarning,
        "An NCCL_*, UCX_* or CUDA_* variable other than the per-task binding has different values "
        "on different nodes or ranks.",

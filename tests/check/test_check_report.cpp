@@ -300,6 +300,28 @@ TEST(Analysis, EnvironmentComparedAcrossNodesExceptPerTaskBinding) {
   EXPECT_EQ(report.exit_status(), 0);
 }
 
+TEST(Analysis, TaskIdsMustBeSlurms) {
+  CheckInput input = healthy_step();
+  for (auto& facts : input.ranks) {
+    facts.environment["SLURM_PROCID"] = std::to_string(facts.rank);
+    facts.environment["SLURM_LOCALID"] = std::to_string(facts.local_rank);
+    facts.environment["DTRAIN_RANK"] = std::to_string(facts.rank);
+    facts.environment["DTRAIN_LOCAL_RANK"] = std::to_string(facts.local_rank);
+  }
+  EXPECT_TRUE(analyse(input).healthy());
+  // pyxis loaded after dtrain: node2's first task's variables on both of its tasks.
+  input.ranks[5].environment["DTRAIN_RANK"] = "4";
+  input.ranks[5].environment["DTRAIN_LOCAL_RANK"] = "0";
+  const CheckReport report = analyse(input);
+  const Finding& finding = only(report, "ids-differ-from-slurm");
+  EXPECT_EQ(finding.detail,
+            "on node2, rank 5: DTRAIN_RANK=4 but SLURM_PROCID=5, DTRAIN_LOCAL_RANK=0 but "
+            "SLURM_LOCALID=1");
+  EXPECT_EQ(finding.node, "node2");
+  EXPECT_EQ(finding.rank, 5);
+  EXPECT_EQ(report.exit_status(), 1);
+}
+
 TEST(Analysis, EndpointListHashesMustAgree) {
   CheckInput input = healthy_step();
   for (auto& facts : input.ranks) facts.environment["DTRAIN_ENDPOINTS_HASH"] = "00000000000000aa";
