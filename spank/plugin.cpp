@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "spank/slurmd_topology_cache.hpp"
+#include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
 #include "spank/slurmstepd_user.hpp"
 #include "spank/spank_io.hpp"
@@ -92,6 +93,13 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) 
     const PluginState& st = state();
     if ((st.option_given || st.config.enabled_by_default) && is_job_step(sp)) {
       fetch_step_hosts(sp);
+      try {
+        keep_task_variables_in_containers(sp);
+      } catch (const dtrain::Error& e) {
+        log_error(std::string("containers started by pyxis may give every task of a node its "
+                              "first task's variables: ") +
+                  e.what());
+      }
     }
     return 0;
   });

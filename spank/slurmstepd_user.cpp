@@ -8,6 +8,7 @@
 #include "core/net_io.hpp"
 #include "core/node_environment.hpp"
 #include "spank/slurmd_topology_cache.hpp"
+#include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/state.hpp"
@@ -233,6 +234,7 @@ int apply_to_task(spank_t sp) {
   if (!st.planning_error.empty()) {
     return -1;
   }
+  restore_container_request(sp);
   const int local = get_int(sp, S_TASK_ID, "S_TASK_ID");
   if (local < 0 || static_cast<std::size_t>(local) >= st.tasks.size()) {
     log_error("no plan for local task " + std::to_string(local) + " (planned " +

@@ -76,4 +76,9 @@ void set_env(spank_t sp, const std::string& name, const std::string& value) {
   if (rc != ESPANK_SUCCESS) fail("spank_setenv(" + name + ")", rc);
 }
 
+void unset_env(spank_t sp, const std::string& name) {
+  const spank_err_t rc = spank_unsetenv(sp, name.c_str());
+  if (rc != ESPANK_SUCCESS) fail("spank_unsetenv(" + name + ")", rc);
+}
+
 }  // namespace dtrain::spank

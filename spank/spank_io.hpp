@@ -25,5 +25,6 @@ std::uint32_t local_to_global(spank_t sp, std::uint32_t local_id);
 // The job's value of `name`, or nothing when it is unset. Grows the buffer as needed.
 std::optional<std::string> get_env(spank_t sp, const char* name);
 void set_env(spank_t sp, const std::string& name, const std::string& value);
+void unset_env(spank_t sp, const std::string& name);
 
 }  // namespace dtrain::spank

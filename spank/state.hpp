@@ -39,6 +39,11 @@ struct PluginState {
   std::optional<HetStep> het;    // a heterogeneous step: all components together
   std::string controller_error;  // why slurmctld did not give them
 
+  // Set by init_post_opt when it added the task variables to PYXIS_CONTAINER_ENV; task_init
+  // puts the user's value back (or none) before the program starts.
+  bool container_env_added = false;
+  std::optional<std::string> container_env_of_user;
+
   // Filled by user_init on each node.
   bool active = false;
   std::string planning_error;              // logged by user_init; task_init then stops every task

@@ -110,6 +110,11 @@ spank_err_t spank_setenv(spank_t, const char* var, const char* val, int overwrit
   return err(ESPANK_SUCCESS);
 }
 
+spank_err_t spank_unsetenv(spank_t, const char* var) {
+  fake().job_env.erase(var);
+  return err(ESPANK_SUCCESS);
+}
+
 void slurm_error(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -166,6 +166,72 @@ TEST_F(SpankPlugin, ExportsEveryFamilyForEachTask) {
   EXPECT_EQ(env["PADDLE_DISTRI_BACKEND"], "gloo");  // no GPU on this machine
 }
 
+// pyxis copies one task's environment into every task except the names PYXIS_CONTAINER_ENV
+// lists (core/container_env.hpp): the list must hold every name the plugin sets.
+TEST_F(SpankPlugin, ContainerPluginsAreToldToKeepEveryTaskVariable) {
+  const auto set_names = [](std::vector<std::string> args, std::uint32_t nodes,
+                            std::uint32_t tasks_per_node, const char* suffix) {
+    dtrain::testing::reset_fake();
+    dtrain::spank::state() = dtrain::spank::PluginState{};
+    fake().context = S_CTX_REMOTE;
+    fake().items = {{S_JOB_ID, 79},
+                    {S_JOB_STEPID, 0},
+                    {S_JOB_NODEID, 0},
+                    {S_JOB_NNODES, nodes},
+                    {S_JOB_TOTAL_TASK_COUNT, nodes * tasks_per_node},
+                    {S_JOB_LOCAL_TASK_COUNT, tasks_per_node}};
+    for (std::uint32_t i = 0; i < tasks_per_node; ++i) fake().local_to_global.push_back(i);
+    fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-" + std::to_string(nodes) + "]"},
+                      {"SLURM_STEP_TASKS_PER_NODE",
+                       std::to_string(tasks_per_node) + "(x" + std::to_string(nodes) + ")"}};
+    args.push_back(std::string("suffix=") + suffix);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    EXPECT_EQ(slurm_spank_init(handle(), static_cast<int>(argv.size()), argv.data()), 0);
+    EXPECT_EQ(fake().options.at(0)->cb(fake().options[0]->val, nullptr, 1), 0);
+    EXPECT_EQ(slurm_spank_init_post_opt(handle(), 0, nullptr), 0);
+    const std::string keep = fake().job_env["PYXIS_CONTAINER_ENV"];
+    const auto before = fake().job_env;
+    EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+    fake().task_id = 1;
+    fake().items[S_TASK_GLOBAL_ID] = 1;
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(slurm_spank_task_init(handle(), 0, nullptr), 0)
+        << (fake().errors.empty() ? "" : fake().errors[0]);
+    ::testing::internal::GetCapturedStderr();
+    std::vector<std::string> missing;
+    std::size_t set = 0;
+    for (const auto& [name, value] : fake().job_env) {
+      if (before.count(name) && before.at(name) == value) continue;
+      ++set;
+      if (("," + keep + ",").find("," + name + ",") == std::string::npos) missing.push_back(name);
+    }
+    EXPECT_GT(set, 30u);
+    EXPECT_TRUE(missing.empty()) << "not in PYXIS_CONTAINER_ENV: "
+                                 << ::testing::PrintToString(missing);
+    // The program sees the user's own environment: the plugin's request is gone again.
+    EXPECT_EQ(fake().job_env.count("PYXIS_CONTAINER_ENV"), 0u);
+  };
+  // Every framework, GPUs, NICs and CPUs bound from a DGX topology.
+  set_names({"address=name", "topology=" DTRAIN_FIXTURES "/dgx-h100.xml"}, 4, 8, "");
+  // Lists too long for execve: their NAME_FILE forms.
+  set_names({"address=name", "topology=none"}, 2048, 8, "-a-rather-long-interconnect-name");
+}
+
+TEST_F(SpankPlugin, ContainerRequestOfTheUserIsExtendedThenRestored) {
+  remote_step_on_node2();
+  fake().job_env["PYXIS_CONTAINER_ENV"] = "MY_VAR,RANK";
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_init_post_opt(handle(), 0, nullptr), 0);
+  const std::string keep = fake().job_env["PYXIS_CONTAINER_ENV"];
+  EXPECT_EQ(keep.rfind("MY_VAR,RANK,DTRAIN_RANK,", 0), 0u) << keep;
+  EXPECT_EQ(keep.find(",RANK,", 7), std::string::npos) << "RANK twice: " << keep;
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(0, 4), 0);
+  EXPECT_EQ(fake().job_env["PYXIS_CONTAINER_ENV"], "MY_VAR,RANK");
+}
+
 TEST_F(SpankPlugin, UserValuesOfBindingVariablesAreKept) {
   remote_step_on_node2();
   fake().job_env["PADDLE_DISTRI_BACKEND"] = "nccl";
