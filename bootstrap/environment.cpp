@@ -87,29 +87,51 @@ DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file) 
   }
   parse_endpoint_list(env.endpoints, env.endpoints_source);
   env.endpoints_hash = lookup("DTRAIN_ENDPOINTS_HASH");
-  env.slurm_procid = lookup("SLURM_PROCID");
-  env.slurm_localid = lookup("SLURM_LOCALID");
+  for (const auto& name : task_identity_variables()) {
+    if (auto value = lookup(name)) env.identity.emplace(name, std::move(*value));
+  }
   return env;
 }
 
-std::string disagreement_with_slurm(int rank, int local_rank,
-                                    const std::optional<std::string>& slurm_procid,
-                                    const std::optional<std::string>& slurm_localid) {
+const std::vector<std::string>& task_identity_variables() {
+  static const std::vector<std::string> names = {
+      "SLURM_PROCID",       "SLURM_LOCALID",     "DTRAIN_RANK",
+      "DTRAIN_LOCAL_RANK",  "DTRAIN_WORLD_SIZE", "DTRAIN_MASTER_ADDR",
+      "DTRAIN_MASTER_PORT", "DTRAIN_FRAMEWORKS", "RANK",
+      "LOCAL_RANK",         "WORLD_SIZE",        "MASTER_ADDR",
+      "MASTER_PORT"};
+  return names;
+}
+
+std::string disagreement_after_dtrain(const TaskVariables& variables) {
   std::string differs;
-  const auto compare = [&](const char* ours, int value, const char* slurms,
-                           const std::optional<std::string>& theirs) {
-    if (!theirs || *theirs == std::to_string(value)) return;
-    differs += std::string(differs.empty() ? "" : ", ") + ours + "=" + std::to_string(value) +
-               " but " + slurms + "=" + *theirs;
+  const auto compare = [&](const char* name, const char* must_equal) {
+    const auto value = variables.find(name);
+    const auto expected = variables.find(must_equal);
+    if (value == variables.end() || expected == variables.end()) return;
+    if (value->second == expected->second) return;
+    differs += std::string(differs.empty() ? "" : ", ") + name + "=" + value->second + " but " +
+               must_equal + "=" + expected->second;
   };
-  compare("DTRAIN_RANK", rank, "SLURM_PROCID", slurm_procid);
-  compare("DTRAIN_LOCAL_RANK", local_rank, "SLURM_LOCALID", slurm_localid);
+  compare("DTRAIN_RANK", "SLURM_PROCID");
+  compare("DTRAIN_LOCAL_RANK", "SLURM_LOCALID");
+  const auto frameworks = variables.find("DTRAIN_FRAMEWORKS");
+  if (frameworks != variables.end() && frameworks->second.find("torch") != std::string::npos) {
+    compare("RANK", "DTRAIN_RANK");
+    compare("LOCAL_RANK", "DTRAIN_LOCAL_RANK");
+    compare("WORLD_SIZE", "DTRAIN_WORLD_SIZE");
+    compare("MASTER_ADDR", "DTRAIN_MASTER_ADDR");
+    compare("MASTER_PORT", "DTRAIN_MASTER_PORT");
+  }
   if (differs.empty()) return differs;
   return differs +
-         ": a SPANK plugin that ran after dtrain gave this task another task's variables "
-         "(pyxis does, for --container-image, when it loads after dtrain). Load dtrain after "
-         "it: its line after pyxis's in plugstack.conf, or a drop-in named to sort after "
-         "pyxis.conf (plugstack.conf.d/zz-dtrain.conf); see spank_dtrain(8), CONTAINERS";
+         ": something that ran after dtrain changed this task's variables. A container plugin "
+         "does: pyxis (--container-image) copies the container's environment over the task's, "
+         "including what enroot's hooks add for images that set PYTORCH_VERSION. Load dtrain "
+         "after pyxis (its plugstack.conf line after pyxis's, or a drop-in named to sort after "
+         "pyxis.conf, such as zz-dtrain.conf), or leave out srun's --container-env, which "
+         "replaces the list of variables dtrain asks pyxis to keep; see spank_dtrain(8), "
+         "CONTAINERS";
 }
 
 std::vector<std::string> check_env_locally(const DtrainEnv& env) {
@@ -124,9 +146,7 @@ std::vector<std::string> check_env_locally(const DtrainEnv& env) {
                        "): the list was changed after the plugin exported it; launch with srun "
                        "--distributed-train and leave the DTRAIN_* variables as they are");
   }
-  if (auto differs =
-          disagreement_with_slurm(env.rank, env.local_rank, env.slurm_procid, env.slurm_localid);
-      !differs.empty()) {
+  if (auto differs = disagreement_after_dtrain(env.identity); !differs.empty()) {
     problems.push_back(std::move(differs));
   }
   const auto entries = core::split(env.endpoints, ',');

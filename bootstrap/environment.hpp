@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ namespace dtrain::bootstrap {
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 using FileReader = std::function<std::string(const std::string& path)>;
+using TaskVariables = std::map<std::string, std::string, std::less<>>;
 
 // The process's own environment and files, for read_dtrain_env and resolve_timeout outside
 // tests. read_whole_file throws dtrain::Error(kInvalidInput) naming the path.
@@ -33,26 +35,28 @@ struct DtrainEnv {
   std::string endpoints;         // the full comma-separated list
   std::string endpoints_source;  // "DTRAIN_ENDPOINTS" or "DTRAIN_ENDPOINTS_FILE=<path>"
   std::optional<std::string> endpoints_hash;  // DTRAIN_ENDPOINTS_HASH, when the plugin set it
-  // Slurm's own ids of the task, when it runs under srun: dtrain's must be the same.
-  std::optional<std::string> slurm_procid;   // SLURM_PROCID
-  std::optional<std::string> slurm_localid;  // SLURM_LOCALID
+  // The task's variables that must agree with dtrain's (task_identity_variables()), as set.
+  TaskVariables identity;
 };
 
 // Throws dtrain::Error(kInvalidInput) naming the variables when only some are set or a value
 // is malformed.
 DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file);
 
-// What is wrong when a task's DTRAIN_RANK/DTRAIN_LOCAL_RANK are not Slurm's SLURM_PROCID/
-// SLURM_LOCALID for the same task: a plugin that ran after dtrain's gave it another task's
-// variables (pyxis copies one task's environment into all). "" when they agree or Slurm's are
-// unknown.
-std::string disagreement_with_slurm(int rank, int local_rank,
-                                    const std::optional<std::string>& slurm_procid,
-                                    const std::optional<std::string>& slurm_localid);
+// Every name disagreement_after_dtrain reads: Slurm's ids of the task, dtrain's, and PyTorch's.
+const std::vector<std::string>& task_identity_variables();
+
+// What is wrong when the task's variables no longer say what dtrain set: DTRAIN_RANK and
+// DTRAIN_LOCAL_RANK must be Slurm's SLURM_PROCID and SLURM_LOCALID, and, when dtrain exported
+// PyTorch's names (DTRAIN_FRAMEWORKS), RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+// must be dtrain's. Something that ran after dtrain changed them: a container plugin (pyxis)
+// copying a container's environment over the task's. Names that are unset are not compared.
+// "" when all agree.
+std::string disagreement_after_dtrain(const TaskVariables& variables);
 
 // Checks that need no other rank: the list has world_size entries, entry `rank` is the
-// current endpoint, and the ids are Slurm's (disagreement_with_slurm). Returns one message per
-// problem.
+// current endpoint, and nothing changed dtrain's variables (disagreement_after_dtrain). Returns one
+// message per problem.
 std::vector<std::string> check_env_locally(const DtrainEnv& env);
 
 // Default 60 s; DTRAIN_BOOTSTRAP_TIMEOUT (seconds) overrides it; an explicit config value

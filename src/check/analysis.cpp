@@ -22,9 +22,11 @@ const std::set<std::string, std::less<>> kPerTaskVariables = {
 const std::set<std::string, std::less<>> kBindingVariables = {
     "DTRAIN_CPU_LIST", "DTRAIN_GPU_BUS_IDS", "OMP_NUM_THREADS"};
 
-// Compared within each task: dtrain's ids against Slurm's.
-const std::set<std::string, std::less<>> kTaskIdVariables = {"DTRAIN_RANK", "DTRAIN_LOCAL_RANK",
-                                                             "SLURM_PROCID", "SLURM_LOCALID"};
+// Compared within each task (bootstrap::disagreement_after_dtrain).
+bool is_identity_variable(const std::string& name) {
+  const auto& names = bootstrap::task_identity_variables();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 bool is_compared_variable(const std::string& name) {
   return name.starts_with("NCCL_") || name.starts_with("UCX_") || name.starts_with("CUDA_");
@@ -71,7 +73,7 @@ class Analysis {
     check_gpus();
     check_cpus();
     check_socket_interfaces();
-    check_task_ids();
+    check_task_identity();
     compare_endpoint_lists();
     compare_environment();
     return std::move(report_);
@@ -345,32 +347,25 @@ class Analysis {
     }
   }
 
-  // One finding per node whose tasks carry ids other than Slurm's.
-  void check_task_ids() {
+  // One finding per node whose tasks no longer carry what dtrain set.
+  void check_task_identity() {
     for (const auto& node : report_.nodes) {
       std::vector<std::string> tasks;
       int first = -1;
       for (const RankFacts* facts : ranks_on(node)) {
-        const auto rank = variable(*facts, "DTRAIN_RANK");
-        const auto local_rank = variable(*facts, "DTRAIN_LOCAL_RANK");
-        if (!facts->plugin || !rank || !local_rank) continue;
-        int ours = -1, ours_local = -1;
-        try {
-          ours = static_cast<int>(core::parse_unsigned(*rank, "DTRAIN_RANK", 0, 1 << 24));
-          ours_local =
-              static_cast<int>(core::parse_unsigned(*local_rank, "DTRAIN_LOCAL_RANK", 0, 1 << 24));
-        } catch (const Error&) {
-          continue;  // the bootstrap names a malformed id
+        if (!facts->plugin) continue;
+        bootstrap::TaskVariables identity;
+        for (const auto& [name, value] : facts->environment) {
+          if (is_identity_variable(name)) identity.emplace(name, value);
         }
-        const auto differs = bootstrap::disagreement_with_slurm(
-            ours, ours_local, variable(*facts, "SLURM_PROCID"), variable(*facts, "SLURM_LOCALID"));
+        const auto differs = bootstrap::disagreement_after_dtrain(identity);
         if (differs.empty()) continue;
         if (first < 0) first = facts->rank;
         tasks.push_back("rank " + std::to_string(facts->rank) + ": " +
                         differs.substr(0, differs.find(": ")));
       }
       if (tasks.empty()) continue;
-      add("ids-differ-from-slurm", node.host, tasks.size() == 1 ? first : -1,
+      add("variables-changed-after-dtrain", node.host, tasks.size() == 1 ? first : -1,
           "on " + node.host + ", " + join(tasks, "; "));
     }
   }
@@ -442,7 +437,7 @@ class Analysis {
 
 bool is_reported_variable(const std::string& name) {
   return is_compared_variable(name) || kBindingVariables.contains(name) ||
-         kTaskIdVariables.contains(name) || name == "DTRAIN_ENDPOINTS_HASH";
+         is_identity_variable(name) || name == "DTRAIN_ENDPOINTS_HASH";
 }
 
 bool CheckReport::healthy() const {

@@ -130,14 +130,17 @@ const std::vector<FindingKind>& finding_catalog() {
        "Usually a node resolves a host name differently (`getent hosts NAME` on every node, e.g. "
        "a '127.0.1.1 NAME' line in /etc/hosts), or nodes run different plugin versions or "
        "plugstack.conf lines (`ports=`, `suffix=`, `address=`): make them the same everywhere."},
-      {"ids-differ-from-slurm", Severity::kProblem,
-       "A task's DTRAIN_RANK or DTRAIN_LOCAL_RANK is not Slurm's SLURM_PROCID or SLURM_LOCALID "
-       "for that task: a SPANK plugin that ran after dtrain gave it another task's variables.",
-       "Several tasks claim one rank, endpoint and GPU: rendezvous hangs or fails with a "
-       "duplicate rank, and tasks share a GPU. pyxis (--container-image) does this when it loads "
-       "after dtrain: it copies the node's first task's environment into every task.",
-       "Load dtrain after the container plugin: put its plugstack.conf line after pyxis's, or "
-       "name its drop-in to sort after pyxis.conf (plugstack.conf.d/zz-dtrain.conf)."},
+      {"variables-changed-after-dtrain", Severity::kProblem,
+       "A task's variables no longer say what dtrain set: DTRAIN_RANK or DTRAIN_LOCAL_RANK is not "
+       "Slurm's SLURM_PROCID or SLURM_LOCALID, or PyTorch's RANK, LOCAL_RANK, WORLD_SIZE, "
+       "MASTER_ADDR or MASTER_PORT is not dtrain's. Something that ran after dtrain changed them.",
+       "Ranks rendezvous on a port or address dtrain did not plan (TCPStore times out, or meets "
+       "another job), tasks claim one rank, or OMP_NUM_THREADS and GPUs are the container's. "
+       "pyxis (--container-image) copies the container's environment over each task's, including "
+       "what enroot's 50-slurm-pytorch.sh hook adds for images that set PYTORCH_VERSION.",
+       "Load dtrain after pyxis: its plugstack.conf line after pyxis's, or a drop-in named to sort "
+       "after pyxis.conf (zz-dtrain.conf). Or leave out srun's --container-env, which replaces "
+       "the list of variables dtrain asks pyxis to keep."},
       {"nccl-environment-differs", Severity::kWarning,
        "An NCCL_*, UCX_* or CUDA_* variable other than the per-task binding has different values "
        "on different nodes or ranks.",

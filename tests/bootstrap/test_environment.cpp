@@ -113,29 +113,45 @@ TEST(Environment, LocalCheckComparesCurrentEndpointWithTheList) {
             "DTRAIN_ENDPOINTS has 3 entries but DTRAIN_WORLD_SIZE=4");
 }
 
-TEST(Environment, LocalCheckComparesTheIdsWithSlurms) {
+TEST(Environment, LocalCheckFindsVariablesChangedAfterDtrain) {
   Vars vars = plugin_vars();
   vars["SLURM_PROCID"] = "1";
   vars["SLURM_LOCALID"] = "1";
   EXPECT_TRUE(check_env_locally(read_dtrain_env(lookup_in(vars), kNoFiles)).empty());
-  // What pyxis leaves when it loads after dtrain: task 0's variables on task 1.
+  // Another task's variables on task 1.
   vars["DTRAIN_RANK"] = "0";
   vars["DTRAIN_LOCAL_RANK"] = "0";
   vars["DTRAIN_CURRENT_ENDPOINT"] = "127.0.1.1:29500";
   const auto problems = check_env_locally(read_dtrain_env(lookup_in(vars), kNoFiles));
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].rfind("DTRAIN_RANK=0 but SLURM_PROCID=1, DTRAIN_LOCAL_RANK=0 but "
-                              "SLURM_LOCALID=1: a SPANK plugin that ran after dtrain",
+                              "SLURM_LOCALID=1: something that ran after dtrain",
                               0),
             0u)
       << problems[0];
-  EXPECT_NE(problems[0].find("plugstack.conf.d/zz-dtrain.conf"), std::string::npos);
+  EXPECT_NE(problems[0].find("zz-dtrain.conf"), std::string::npos);
 }
 
-TEST(Environment, SlurmIdsAreComparedOnlyWhereSlurmSetThem) {
-  EXPECT_EQ(disagreement_with_slurm(3, 1, std::nullopt, std::nullopt), "");
-  EXPECT_EQ(disagreement_with_slurm(3, 1, "3", std::nullopt), "");
-  EXPECT_EQ(disagreement_with_slurm(3, 1, std::nullopt, "0")
+TEST(Environment, PytorchNamesAreComparedWhenDtrainExportedThem) {
+  TaskVariables vars = {{"DTRAIN_RANK", "3"},
+                        {"RANK", "3"},
+                        {"DTRAIN_MASTER_PORT", "20000"},
+                        {"MASTER_PORT", "64562"},
+                        {"DTRAIN_MASTER_ADDR", "10.0.0.1"},
+                        {"MASTER_ADDR", "node1"}};
+  // Without torch in DTRAIN_FRAMEWORKS, MASTER_PORT is the user's own.
+  EXPECT_EQ(disagreement_after_dtrain(vars), "");
+  vars["DTRAIN_FRAMEWORKS"] = "paddle";
+  EXPECT_EQ(disagreement_after_dtrain(vars), "");
+  vars["DTRAIN_FRAMEWORKS"] = "torch,paddle";
+  EXPECT_EQ(disagreement_after_dtrain(vars).rfind(
+                "MASTER_ADDR=node1 but DTRAIN_MASTER_ADDR=10.0.0.1, MASTER_PORT=64562 but "
+                "DTRAIN_MASTER_PORT=20000: ",
+                0),
+            0u);
+  // Slurm's ids are compared only where Slurm set them.
+  EXPECT_EQ(disagreement_after_dtrain({{"DTRAIN_RANK", "3"}, {"DTRAIN_LOCAL_RANK", "1"}}), "");
+  EXPECT_EQ(disagreement_after_dtrain({{"DTRAIN_LOCAL_RANK", "1"}, {"SLURM_LOCALID", "0"}})
                 .rfind("DTRAIN_LOCAL_RANK=1 but SLURM_LOCALID=0: ", 0),
             0u);
 }

@@ -300,25 +300,33 @@ TEST(Analysis, EnvironmentComparedAcrossNodesExceptPerTaskBinding) {
   EXPECT_EQ(report.exit_status(), 0);
 }
 
-TEST(Analysis, TaskIdsMustBeSlurms) {
+TEST(Analysis, VariablesChangedAfterDtrainAreFound) {
   CheckInput input = healthy_step();
   for (auto& facts : input.ranks) {
-    facts.environment["SLURM_PROCID"] = std::to_string(facts.rank);
-    facts.environment["SLURM_LOCALID"] = std::to_string(facts.local_rank);
-    facts.environment["DTRAIN_RANK"] = std::to_string(facts.rank);
-    facts.environment["DTRAIN_LOCAL_RANK"] = std::to_string(facts.local_rank);
+    const std::string rank = std::to_string(facts.rank);
+    const std::string local = std::to_string(facts.local_rank);
+    facts.environment["SLURM_PROCID"] = rank;
+    facts.environment["SLURM_LOCALID"] = local;
+    facts.environment["DTRAIN_RANK"] = rank;
+    facts.environment["DTRAIN_LOCAL_RANK"] = local;
+    facts.environment["DTRAIN_FRAMEWORKS"] = "torch,paddle,tf";
+    facts.environment["DTRAIN_MASTER_PORT"] = "20000";
+    facts.environment["MASTER_PORT"] = "20000";
   }
   EXPECT_TRUE(analyse(input).healthy());
-  // pyxis loaded after dtrain: node2's first task's variables on both of its tasks.
+  // node2's tasks got another task's ids, and the container's own MASTER_PORT.
   input.ranks[5].environment["DTRAIN_RANK"] = "4";
   input.ranks[5].environment["DTRAIN_LOCAL_RANK"] = "0";
+  input.ranks[4].environment["MASTER_PORT"] = "64562";
+  input.ranks[5].environment["MASTER_PORT"] = "64562";
   const CheckReport report = analyse(input);
-  const Finding& finding = only(report, "ids-differ-from-slurm");
+  const Finding& finding = only(report, "variables-changed-after-dtrain");
   EXPECT_EQ(finding.detail,
-            "on node2, rank 5: DTRAIN_RANK=4 but SLURM_PROCID=5, DTRAIN_LOCAL_RANK=0 but "
-            "SLURM_LOCALID=1");
+            "on node2, rank 4: MASTER_PORT=64562 but DTRAIN_MASTER_PORT=20000; rank 5: "
+            "DTRAIN_RANK=4 but SLURM_PROCID=5, DTRAIN_LOCAL_RANK=0 but SLURM_LOCALID=1, "
+            "MASTER_PORT=64562 but DTRAIN_MASTER_PORT=20000");
   EXPECT_EQ(finding.node, "node2");
-  EXPECT_EQ(finding.rank, 5);
+  EXPECT_EQ(finding.rank, -1);
   EXPECT_EQ(report.exit_status(), 1);
 }
 
