@@ -319,6 +319,10 @@ class Bootstrapper {
     std::vector<std::string> problems;
     if (env_error_) problems.push_back(*env_error_);
     for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
+    if (auto changed = disagreement_after_dtrain(env_.identity);
+        !changed.empty() && !config_.allow_changed_variables) {
+      problems.push_back(std::move(changed));
+    }
     me.env = env_;
     me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
     me.fingerprint = collect_fingerprint();

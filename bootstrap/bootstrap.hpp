@@ -29,6 +29,9 @@ struct BootstrapConfig {
   // Connect deadline per preflight probe (capped by the overall deadline).
   std::chrono::milliseconds probe_timeout{5000};
   bool allow_mismatch = false;  // a fingerprint mismatch only warns
+  // Variables changed after dtrain set them (disagreement_after_dtrain) do not stop the
+  // bootstrap: dtrain-check reports them as a finding.
+  bool allow_changed_variables = false;
   bool preflight = true;
   ThreadLevel thread_level = ThreadLevel::kFunneled;
   bool quiet = false;  // no notes on stderr (errors are always printed)

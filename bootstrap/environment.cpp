@@ -125,13 +125,9 @@ std::string disagreement_after_dtrain(const TaskVariables& variables) {
   }
   if (differs.empty()) return differs;
   return differs +
-         ": something that ran after dtrain changed this task's variables. A container plugin "
-         "does: pyxis (--container-image) copies the container's environment over the task's, "
-         "including what enroot's hooks add for images that set PYTORCH_VERSION. Load dtrain "
-         "after pyxis (its plugstack.conf line after pyxis's, or a drop-in named to sort after "
-         "pyxis.conf, such as zz-dtrain.conf), or leave out srun's --container-env, which "
-         "replaces the list of variables dtrain asks pyxis to keep; see spank_dtrain(8), "
-         "CONTAINERS";
+         ": changed after dtrain set them, by a plugin that ran after it (pyxis copies a "
+         "container's environment over each task's). Load dtrain after pyxis, or leave out srun "
+         "--container-env; see spank_dtrain(8), CONTAINERS";
 }
 
 std::vector<std::string> check_env_locally(const DtrainEnv& env) {
@@ -145,9 +141,6 @@ std::vector<std::string> check_env_locally(const DtrainEnv& env) {
                        env.endpoints_source + " (its hash is " + actual +
                        "): the list was changed after the plugin exported it; launch with srun "
                        "--distributed-train and leave the DTRAIN_* variables as they are");
-  }
-  if (auto differs = disagreement_after_dtrain(env.identity); !differs.empty()) {
-    problems.push_back(std::move(differs));
   }
   const auto entries = core::split(env.endpoints, ',');
   if (static_cast<long>(entries.size()) != env.world_size) {

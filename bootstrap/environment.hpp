@@ -54,8 +54,8 @@ const std::vector<std::string>& task_identity_variables();
 // "" when all agree.
 std::string disagreement_after_dtrain(const TaskVariables& variables);
 
-// Checks that need no other rank: the list has world_size entries, entry `rank` is the
-// current endpoint, and nothing changed dtrain's variables (disagreement_after_dtrain). Returns one
+// Checks that need no other rank: the list has world_size entries and entry `rank` is the
+// current endpoint. Returns one
 // message per problem.
 std::vector<std::string> check_env_locally(const DtrainEnv& env);
 

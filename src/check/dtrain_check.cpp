@@ -228,8 +228,9 @@ int main(int argc, char** argv) {
 
   bootstrap::BootstrapConfig config;
   config.allow_mismatch = true;  // the doctor reports differences instead of stopping
-  config.preflight = false;      // run below, after the facts are in, so failures are reported
-  config.quiet = true;           // a missing plugin is a finding, not a note
+  config.allow_changed_variables = true;
+  config.preflight = false;  // run below, after the facts are in, so failures are reported
+  config.quiet = true;       // a missing plugin is a finding, not a note
   if (options.timeout_s > 0) {
     config.timeout = std::chrono::milliseconds(static_cast<long long>(options.timeout_s * 1000));
   }
