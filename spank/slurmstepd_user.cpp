@@ -218,6 +218,14 @@ void plan_node(spank_t sp) {
   auto env = core::node_environment(plan, plan.node, binding.env);
   if (!env.spill_warning.empty()) st.step_warnings.push_back(env.spill_warning);
 
+  st.user_values.clear();
+  for (const auto& task_env : env.tasks) {
+    for (const auto& var : task_env) {
+      if (!var.keep_user_value || st.user_values.count(var.name)) continue;
+      if (auto value = get_env(sp, var.name.c_str())) st.user_values.emplace(var.name, *value);
+    }
+  }
+
   const auto& local_ranks = plan.layout.node_ranks[plan.node];
   st.tasks.clear();
   for (std::size_t local = 0; local < local_ranks.size(); ++local) {
@@ -258,12 +266,12 @@ int apply_to_task(spank_t sp) {
     for (const auto& w : st.node_warnings) warn_task(w);
   }
   for (const auto& var : task.env) {
-    if (var.keep_user_value) {
-      if (auto existing = get_env(sp, var.name.c_str())) {
-        log_verbose("keeping the user's " + var.name + "=" + *existing + " (dtrain planned " +
-                    var.value + ")");
-        continue;
-      }
+    if (const auto user = st.user_values.find(var.name);
+        var.keep_user_value && user != st.user_values.end()) {
+      log_verbose("keeping the user's " + var.name + "=" + user->second + " (dtrain planned " +
+                  var.value + ")");
+      set_env(sp, var.name, user->second);
+      continue;
     }
     if (var.value_in_memory_file) {
       // In the task itself: the file lives exactly as long as the task, in its namespaces.

@@ -3,6 +3,7 @@
 // user_init stores here is what every task_init of this node sees.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct PluginState {
   std::vector<NodeTaskPlan> tasks;         // index: local task id
   std::vector<std::string> step_warnings;  // reported once per step (by global rank 0)
   std::vector<std::string> node_warnings;  // reported once per node (by local task 0)
+  // The user's own values of the variables a user may set (EnvVar::keep_user_value), as the job
+  // had them before any task started: a plugin that runs before dtrain's task_init (pyxis, when
+  // it loads first) may put a container's values there, which are not the user's.
+  std::map<std::string, std::string> user_values;
 
   // How a task that cannot get its variables ends before exec; nullptr means _exit. The unit
   // tests record the call instead.

@@ -246,6 +246,24 @@ TEST_F(SpankPlugin, UserValuesOfBindingVariablesAreKept) {
   EXPECT_TRUE(said);
 }
 
+// pyxis, loaded before dtrain, copies a container's environment into the task between
+// user_init and dtrain's task_init: its values are not the user's.
+TEST_F(SpankPlugin, OnlyWhatTheUserSetBeforeTheTasksIsKept) {
+  remote_step_on_node2();
+  fake().job_env["FLAGS_selected_gpus"] = "1";
+  ASSERT_EQ(call_init({"address=name", "topology=" DTRAIN_FIXTURES "/dgx-h100.xml"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  fake().job_env["FLAGS_selected_gpus"] = "0";  // the container's, over the user's
+  fake().job_env["OMP_NUM_THREADS"] = "1";      // enroot's PyTorch hook's, not the user's
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(task(0, 4), 0);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(fake().job_env["FLAGS_selected_gpus"], "1");
+  // The task's cores: half of a DGX node for each of this node's two tasks.
+  EXPECT_GT(std::stoi(fake().job_env["OMP_NUM_THREADS"]), 1);
+}
+
 TEST_F(SpankPlugin, FrameworkSelectionLimitsTheNames) {
   remote_step_on_node2();
   ASSERT_EQ(call_init({"address=name"}), 0);
