@@ -16,6 +16,7 @@ plugin loaded by its plugstack.conf: the slurm_cluster fixture of tests/cluster 
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -70,13 +71,19 @@ def main():
     parser.add_argument("--het", metavar="N:n,N:n...",
                         help="run a heterogeneous step instead, one component per N:n (its nodes "
                              "and tasks); -N and -n are then the totals")
+    parser.add_argument("--srun-option", action="append", default=[], metavar="OPTION",
+                        help="one more srun option, e.g. --container-image=PATH (repeatable)")
+    parser.add_argument("--task-prefix", default="", metavar="COMMAND",
+                        help="what runs the client, e.g. 'ch-run IMAGE --' (split as a shell "
+                             "would)")
     args = parser.parse_args()
 
     try:
         required_env("SLURM_CONF")
-        task = [args.python, str(CLIENT_DIR / CLIENTS[args.framework])]
+        task = [*shlex.split(args.task_prefix), args.python,
+                str(CLIENT_DIR / CLIENTS[args.framework])]
         command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
-                   f"-n{args.ntasks}", "--kill-on-bad-exit=1", *task]
+                   f"-n{args.ntasks}", "--kill-on-bad-exit=1", *args.srun_option, *task]
         if args.het:
             command = ["srun", "--kill-on-bad-exit=1"]
             for k, component in enumerate(args.het.split(",")):

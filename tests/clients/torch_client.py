@@ -8,7 +8,8 @@ itself. The launchers set GLOO_SOCKET_IFNAME to the interface between the (emula
 
 Checks: all_reduce of rank+1 equals n(n+1)/2; broadcast_object_list delivers rank 0's object to
 every rank; the (GROUP_RANK, LOCAL_RANK, LOCAL_WORLD_SIZE) triples gathered from all ranks give
-every node the local ranks 0..LOCAL_WORLD_SIZE-1 exactly once.
+every node the local ranks 0..LOCAL_WORLD_SIZE-1 exactly once; five DistributedDataParallel SGD
+steps on each rank's own data lower the loss and leave every rank with the same parameters.
 """
 
 import socket
@@ -34,6 +35,33 @@ def check_local_ranks(triples):
             raise ResultError(f"node {node_rank} has {len(entries)} ranks but reports local ranks "
                               f"{locals_seen} and LOCAL_WORLD_SIZE {sorted(sizes)}")
     return "/".join(str(len(per_node[node])) for node in sorted(per_node))
+
+
+def train_ddp(torch, dist, rank, world):
+    """A few real training steps: DDP averages the gradients of every rank's own batch, so the
+    ranks must end with identical parameters, and the loss must fall."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    inputs = torch.randn(32, 4, generator=torch.Generator().manual_seed(1000 + rank))
+    targets = inputs @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    losses = []
+    for _ in range(5):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    if not losses[-1] < losses[0]:
+        raise ResultError(f"the DDP loss did not fall: {losses}")
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    gathered = [torch.zeros_like(params) for _ in range(world)]
+    dist.all_gather(gathered, params)
+    differing = [r for r, other in enumerate(gathered) if not torch.equal(other, gathered[0])]
+    if differing:
+        raise ResultError(f"after DDP training ranks {differing} hold other parameters than rank 0")
+    return losses
 
 
 def body(client):
@@ -74,11 +102,15 @@ def body(client):
     dist.all_gather_object(triples, (node_rank, local_rank, local_world_size))
     ranks_per_node = check_local_ranks(triples)
 
+    client.phase("DistributedDataParallel: 5 SGD steps of a linear model on this rank's data")
+    losses = train_ddp(torch, dist, rank, world)
+
     client.phase("barrier and destroy_process_group")
     dist.barrier()
     dist.destroy_process_group()
     return (f"all_reduce={total} broadcast_from={received['root_host']} "
-            f"ranks_per_node={ranks_per_node} torch={torch.__version__}")
+            f"ranks_per_node={ranks_per_node} torch={torch.__version__} "
+            f"ddp_loss={losses[0]:.4f}->{losses[-1]:.4f}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ NAMES = [
     "PADDLE_NNODES", "PADDLE_MASTER", "TF_CONFIG", "TF_CONFIG_FILE",
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_IB_HCA", "UCX_NET_DEVICES", "DTRAIN_NIC",
     "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "DTRAIN_CPU_LIST", "DTRAIN_GPU_BUS_IDS",
+    # Container runs (tests/containers): dtrain's request to pyxis, which tasks must not see.
+    "PYXIS_CONTAINER_ENV",
 ]
 
 host = socket.gethostname()
@@ -33,6 +35,9 @@ with open("/proc/self/status") as status:
     for line in status:
         if line.startswith("Cpus_allowed_list:"):
             report["cpus_allowed"] = line.split(":", 1)[1].strip()
+# Which root file system the task runs in: the test image's sets PYTORCH_VERSION here.
+with open("/etc/environment") as f:
+    report["etc_environment"] = f.read()
 for name in ("DTRAIN_ENDPOINTS_FILE", "PADDLE_TRAINER_ENDPOINTS_FILE", "TF_CONFIG_FILE"):
     if name in report:
         with open(report[name]) as f:
