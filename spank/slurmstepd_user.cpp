@@ -79,7 +79,7 @@ core::StepInputs read_step_inputs(spank_t sp) {
 // earlier step of theirs, say) is only a warning.
 void check_busy_port(const core::StepPlan& plan, PluginState& st, std::uint16_t port,
                      const std::string& what) {
-  const auto& addr = plan.node_addresses[plan.node];
+  const auto& addr = plan.local_address;
   if (!core::port_in_use(addr, port)) return;
   const std::string where =
       "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr + ")";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/layout.hpp"
 #include "core/parse.hpp"
 #include "core/ports.hpp"
 
@@ -119,6 +120,9 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
         throw_invalid("plugstack argument 'address': " + quote_for_error(value) +
                       " is not valid; use address=ip (default) or address=name");
       }
+    } else if (key == "ip_max_nodes") {
+      config.ip_max_nodes = static_cast<std::uint32_t>(
+          parse_unsigned(value, "plugstack argument 'ip_max_nodes'", 1, kMaxNodes));
     } else if (key == "suffix") {
       require_length(value, "plugstack argument 'suffix'", 200);
       if (value.find_first_not_of(

@@ -25,6 +25,8 @@ std::string to_string(const FrameworkSet& set);
 
 enum class AddressMode { kAddress, kName };
 
+inline constexpr std::uint32_t kDefaultIpMaxNodes = 128;
+
 // The default stays below Linux's ephemeral range (32768-60999), where outgoing
 // connections would otherwise take the ports a step is about to listen on.
 struct PortRange {
@@ -60,6 +62,10 @@ struct PluginConfig {
   PortRange ports;                  // ports=A-B: the range for derived ports
   std::uint32_t port_block = 32;    // port_block=N: ports per step slot in the derived scheme
   AddressMode address_mode = AddressMode::kAddress;  // address=ip|name
+  // ip_max_nodes=N: address=ip resolves every node's name only in steps of at most N nodes. In
+  // larger steps the endpoint lists carry names and each node resolves only its own name and
+  // rank 0's, so that a step costs the site's resolver O(nodes) lookups instead of O(nodes²).
+  std::uint32_t ip_max_nodes = kDefaultIpMaxNodes;
   std::string host_suffix;       // suffix=-ib: appended to each host name before resolving
   TopologySource topology;       // topology=/path.xml | live | none
   TopologyCache topology_cache;  // topology_cache=DIR | none
@@ -73,8 +79,8 @@ struct PluginConfig {
 };
 
 inline constexpr std::string_view kPluginKeys =
-    "enable, frameworks, ports, port_block, address, suffix, topology, topology_cache, "
-    "bind, gpus, loopback, check_ports";
+    "enable, frameworks, ports, port_block, address, ip_max_nodes, suffix, topology, "
+    "topology_cache, bind, gpus, loopback, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

@@ -1,7 +1,6 @@
 #include "core/node_environment.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "core/error.hpp"
 
@@ -32,50 +31,74 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
   env.push_back({"FLAGS_selected_gpus", selected, true});
 }
 
-void move_oversized_to_memory_files(NodeEnvironment& out) {
-  std::vector<std::string> moved;
-  for (auto& task : out.tasks) {
-    for (auto& var : task) {
-      if (!exceeds_exec_limit(var)) continue;
-      if (std::find(moved.begin(), moved.end(), var.name) == moved.end()) moved.push_back(var.name);
-      var.name += "_FILE";
-      var.value_in_memory_file = true;
-    }
+// Each name moved is added to `moved` once, in order of first appearance.
+void move_oversized_to_memory_files(std::vector<EnvVar>& task, std::vector<std::string>& moved) {
+  for (auto& var : task) {
+    if (!exceeds_exec_limit(var)) continue;
+    if (std::find(moved.begin(), moved.end(), var.name) == moved.end()) moved.push_back(var.name);
+    var.name += "_FILE";
+    var.value_in_memory_file = true;
   }
-  if (moved.empty()) return;
+}
+
+std::string spill_warning(const std::vector<std::string>& moved) {
   std::string list;
   for (const auto& name : moved) {
     if (!list.empty()) list += ", ";
     list += name;
   }
-  out.spill_warning = list + " exceed Linux's " + std::to_string(kMaxEnvStringBytes) +
-                      "-byte limit for one environment string; exported NAME_FILE instead, the "
-                      "path of a memory file each task holds (/proc/<pid>/fd/<n>, readable while "
-                      "the task runs; nothing is written to disk)";
+  return list + " exceed Linux's " + std::to_string(kMaxEnvStringBytes) +
+         "-byte limit for one environment string; exported NAME_FILE instead, the path of a "
+         "memory file each task holds (/proc/<pid>/fd/<n>, readable while the task runs; nothing "
+         "is written to disk)";
 }
 
-}  // namespace
-
-NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
-                                 const NodeBindingEnv& binding) {
+void check_node(const StepPlan& plan, std::uint32_t node) {
   if (node >= plan.layout.node_count()) {
     throw Error(ErrorKind::kInvalidInput, "node " + std::to_string(node) +
                                               " is outside the step's " +
                                               std::to_string(plan.layout.node_count()) + " nodes");
   }
-  const auto& ranks = plan.layout.node_ranks[node];
-  NodeEnvironment out;
-  out.tasks.reserve(ranks.size());
-  for (std::size_t local = 0; local < ranks.size(); ++local) {
-    auto env = rank_environment(plan, ranks[local]);
-    if (local < binding.tasks.size()) {
-      const auto& bound = binding.tasks[local].env;
-      env.insert(env.end(), bound.begin(), bound.end());
-    }
-    if (plan.frameworks.paddle) add_paddle_device_rules(env, binding, local);
-    out.tasks.push_back(std::move(env));
+}
+
+std::vector<EnvVar> unchecked_task_environment(const StepPlan& plan, std::uint32_t node,
+                                               std::uint32_t local, const NodeBindingEnv& binding,
+                                               std::vector<std::string>& moved) {
+  auto env = rank_environment(plan, plan.layout.node_ranks[node][local]);
+  if (local < binding.tasks.size()) {
+    const auto& bound = binding.tasks[local].env;
+    env.insert(env.end(), bound.begin(), bound.end());
   }
-  move_oversized_to_memory_files(out);
+  if (plan.frameworks.paddle) add_paddle_device_rules(env, binding, local);
+  move_oversized_to_memory_files(env, moved);
+  return env;
+}
+
+}  // namespace
+
+std::vector<EnvVar> task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
+                                     const NodeBindingEnv& binding) {
+  check_node(plan, node);
+  if (local >= plan.layout.local_world_size(node)) {
+    throw Error(ErrorKind::kInvalidInput,
+                "local task " + std::to_string(local) + " is outside node " + std::to_string(node) +
+                    "'s " + std::to_string(plan.layout.local_world_size(node)) + " tasks");
+  }
+  std::vector<std::string> moved;
+  return unchecked_task_environment(plan, node, local, binding, moved);
+}
+
+NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
+                                 const NodeBindingEnv& binding) {
+  check_node(plan, node);
+  const auto local_count = plan.layout.local_world_size(node);
+  NodeEnvironment out;
+  out.tasks.reserve(local_count);
+  std::vector<std::string> moved;
+  for (std::uint32_t local = 0; local < local_count; ++local) {
+    out.tasks.push_back(unchecked_task_environment(plan, node, local, binding, moved));
+  }
+  if (!moved.empty()) out.spill_warning = spill_warning(moved);
   return out;
 }
 

@@ -37,4 +37,10 @@ struct NodeEnvironment {
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
                                  const NodeBindingEnv& binding);
 
+// One local task's entry of node_environment, built alone: in a large step every task carries
+// megabytes of endpoint lists, which a task can build for itself instead of slurmstepd building
+// all of them before the tasks start.
+std::vector<EnvVar> task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
+                                     const NodeBindingEnv& binding);
+
 }  // namespace dtrain::core

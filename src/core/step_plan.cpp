@@ -16,16 +16,64 @@ std::string with_port(const std::string& addr, std::uint16_t port) {
   return addr + ":" + std::to_string(port);
 }
 
-std::string tf_cluster_json(const StepPlan& plan) {
-  nlohmann::json workers = nlohmann::json::array();
-  for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r)
-    workers.push_back(endpoint_of(plan, r));
-  return nlohmann::json{{"worker", std::move(workers)}}.dump();
+// The part of every endpoint on a node that does not depend on the rank: "addr:" or "[addr]:".
+std::vector<std::string> endpoint_prefixes(const StepPlan& plan) {
+  std::vector<std::string> prefixes;
+  prefixes.reserve(plan.node_addresses.size());
+  for (const auto& addr : plan.node_addresses) {
+    prefixes.push_back(addr.find(':') != std::string::npos ? "[" + addr + "]:" : addr + ":");
+  }
+  return prefixes;
+}
+
+std::vector<std::string> port_texts(const StepPlan& plan) {
+  std::vector<std::string> texts;
+  texts.reserve(plan.ports.endpoint_ports.size());
+  for (const auto port : plan.ports.endpoint_ports) texts.push_back(std::to_string(port));
+  return texts;
+}
+
+// Endpoint r quoted as JSON needs escaping only where its address holds a quote, a backslash
+// or a byte outside printable ASCII (at most a malformed SLURM_NODE_ALIASES entry): each node's
+// prefix is escaped once, by the JSON library where it needs it, and the ranks' strings are
+// assembled from those pieces: a library JSON array of 100,000 strings cost about 10 ms per node.
+std::string tf_cluster_json(const StepPlan& plan, const std::vector<std::string>& prefixes,
+                            const std::vector<std::string>& ports) {
+  std::vector<std::string> escaped;
+  escaped.reserve(prefixes.size());
+  for (const auto& prefix : prefixes) {
+    const bool plain = std::all_of(prefix.begin(), prefix.end(), [](char c) {
+      return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+    });
+    if (plain) {
+      escaped.push_back(prefix);
+    } else {
+      const std::string quoted = nlohmann::json(prefix).dump();
+      escaped.push_back(quoted.substr(1, quoted.size() - 2));
+    }
+  }
+  std::string out = R"({"worker":[)";
+  out.reserve(plan.endpoints.size() + 3 * static_cast<std::size_t>(plan.layout.world_size()) + 16);
+  for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r) {
+    const auto& place = plan.layout.ranks[r];
+    if (r) out += ',';
+    out += '"';
+    out += escaped[place.node];
+    out += ports[place.local_rank];
+    out += '"';
+  }
+  out += "]}";
+  return out;
 }
 
 std::string tf_config_for(const StepPlan& plan, std::uint32_t rank) {
-  return R"({"cluster":)" + plan.tf_cluster + R"(,"task":{"type":"worker","index":)" +
-         std::to_string(rank) + "}}";
+  static constexpr std::string_view kHead = R"({"cluster":)";
+  static constexpr std::string_view kTask = R"(,"task":{"type":"worker","index":)";
+  const std::string index = std::to_string(rank);
+  std::string config;
+  config.reserve(kHead.size() + plan.tf_cluster.size() + kTask.size() + index.size() + 2);
+  config.append(kHead).append(plan.tf_cluster).append(kTask).append(index).append("}}");
+  return config;
 }
 
 }  // namespace
@@ -70,18 +118,22 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
   if (inputs.local_ranks) check_local_ranks(plan.layout, plan.node, *inputs.local_ranks);
 
   const auto aliases = parse_node_aliases(inputs.node_aliases);
-  plan.node_addresses.reserve(plan.layout.node_count());
-  for (const auto& host : plan.layout.hosts) {
+  const std::uint32_t node_count = plan.layout.node_count();
+  const bool resolve_every_node =
+      config.address_mode == AddressMode::kAddress && node_count <= config.ip_max_nodes;
+  plan.names_past_ip_max_nodes =
+      config.address_mode == AddressMode::kAddress && !resolve_every_node;
+  auto alias_of = [&](const std::string& host) -> const std::string* {
+    if (!config.host_suffix.empty()) return nullptr;
+    const auto alias = aliases.find(host);
+    return alias != aliases.end() ? &alias->second : nullptr;
+  };
+  auto address_of = [&](std::uint32_t node) {
+    const auto& host = plan.layout.hosts[node];
     const std::string name = host + config.host_suffix;
-    const auto alias = config.host_suffix.empty() ? aliases.find(host) : aliases.end();
-    if (config.address_mode == AddressMode::kName) {
-      plan.node_addresses.push_back(name);
-    } else {
-      plan.node_addresses.push_back(alias != aliases.end() ? alias->second : resolve(name));
-    }
-    const auto& address = plan.node_addresses.back();
-    if (config.address_mode == AddressMode::kAddress && plan.layout.node_count() > 1 &&
-        !config.allow_loopback && is_loopback_address(address)) {
+    const std::string* alias = alias_of(host);
+    std::string address = alias ? *alias : resolve(name);
+    if (node_count > 1 && !config.allow_loopback && is_loopback_address(address)) {
       const std::string line = hosts_line ? hosts_line(name) : std::string();
       throw_invalid(
           "node " + name + " resolves to the loopback address " + address + " on " +
@@ -95,6 +147,34 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
           "'127.0.1.1 <hostname>'), choose the cluster network with suffix=, or set "
           "loopback=allow in plugstack.conf where every node really is this machine");
     }
+    return address;
+  };
+
+  plan.node_addresses.reserve(node_count);
+  for (std::uint32_t node = 0; node < node_count; ++node) {
+    if (resolve_every_node) {
+      plan.node_addresses.push_back(address_of(node));
+      continue;
+    }
+    // Past ip_max_nodes an address Slurm gives costs no lookup, so it is listed; address=name
+    // lists names only, as it always has.
+    const auto& host = plan.layout.hosts[node];
+    const std::string* alias = plan.names_past_ip_max_nodes ? alias_of(host) : nullptr;
+    plan.node_addresses.push_back(alias ? *alias : host + config.host_suffix);
+  }
+  const std::uint32_t master_node = plan.layout.ranks[0].node;
+  if (plan.names_past_ip_max_nodes) {
+    plan.local_address = address_of(plan.node);
+    plan.master_addr = master_node == plan.node ? plan.local_address : address_of(master_node);
+    plan.step_warnings.push_back(
+        "this step has " + std::to_string(node_count) +
+        " nodes, more than ip_max_nodes=" + std::to_string(config.ip_max_nodes) +
+        " in plugstack.conf: its endpoint lists (DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS, "
+        "TF_CONFIG) carry node names, which the frameworks resolve, instead of addresses, so that "
+        "no node resolves every other node's name; MASTER_ADDR is still rank 0's node's address");
+  } else {
+    plan.local_address = plan.node_addresses[plan.node];
+    plan.master_addr = plan.node_addresses[master_node];
   }
 
   std::uint32_t max_local = 0;
@@ -105,15 +185,23 @@ StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
                           inputs.reserved_ports);
   if (!plan.ports.note.empty()) plan.step_warnings.push_back(plan.ports.note);
 
-  plan.master_addr = plan.node_addresses[plan.layout.ranks[0].node];
+  // Built from per-node and per-port pieces: a 100,000-rank list is 1.6 MB.
+  const auto prefixes = endpoint_prefixes(plan);
+  const auto ports = port_texts(plan);
+  std::size_t list_bytes = 0;
+  for (const auto& place : plan.layout.ranks) {
+    list_bytes += prefixes[place.node].size() + ports[place.local_rank].size() + 1;
+  }
   std::string& endpoints = plan.endpoints;
-  endpoints.reserve(static_cast<std::size_t>(plan.layout.world_size()) * 22);
+  endpoints.reserve(list_bytes);
   for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r) {
+    const auto& place = plan.layout.ranks[r];
     if (r) endpoints += ',';
-    endpoints += endpoint_of(plan, r);
+    endpoints += prefixes[place.node];
+    endpoints += ports[place.local_rank];
   }
   plan.endpoints_hash = endpoints_hash(plan.endpoints);
-  if (frameworks.tf) plan.tf_cluster = tf_cluster_json(plan);
+  if (frameworks.tf) plan.tf_cluster = tf_cluster_json(plan, prefixes, ports);
   return plan;
 }
 
@@ -133,46 +221,51 @@ std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_
   const std::string master_port = std::to_string(plan.ports.master);
   const std::string current = endpoint_of(plan, global_rank);
 
-  std::vector<EnvVar> env = {
-      {"DTRAIN_RANK", rank},
-      {"DTRAIN_WORLD_SIZE", world},
-      {"DTRAIN_LOCAL_RANK", local},
-      {"DTRAIN_LOCAL_WORLD_SIZE", local_world},
-      {"DTRAIN_NODE_RANK", node_rank},
-      {"DTRAIN_NNODES", nnodes},
-      {"DTRAIN_MASTER_ADDR", plan.master_addr},
-      {"DTRAIN_MASTER_PORT", master_port},
-      {"DTRAIN_CURRENT_ENDPOINT", current},
-      {"DTRAIN_ENDPOINTS", plan.endpoints},
-      {"DTRAIN_ENDPOINTS_HASH", plan.endpoints_hash},
-      {"DTRAIN_FRAMEWORKS", to_string(plan.frameworks)},
+  // Each value is copied into its variable once: in a large step the endpoint lists and
+  // TF_CONFIG are megabytes, for every task of the node.
+  std::vector<EnvVar> env;
+  env.reserve(34);  // every name below; node_environment adds the binding's
+  const auto add = [&env](const char* name, std::string value) {
+    env.push_back({name, std::move(value)});
   };
+  add("DTRAIN_RANK", rank);
+  add("DTRAIN_WORLD_SIZE", world);
+  add("DTRAIN_LOCAL_RANK", local);
+  add("DTRAIN_LOCAL_WORLD_SIZE", local_world);
+  add("DTRAIN_NODE_RANK", node_rank);
+  add("DTRAIN_NNODES", nnodes);
+  add("DTRAIN_MASTER_ADDR", plan.master_addr);
+  add("DTRAIN_MASTER_PORT", master_port);
+  add("DTRAIN_CURRENT_ENDPOINT", current);
+  add("DTRAIN_ENDPOINTS", plan.endpoints);
+  add("DTRAIN_ENDPOINTS_HASH", plan.endpoints_hash);
+  add("DTRAIN_FRAMEWORKS", to_string(plan.frameworks));
   if (plan.frameworks.torch) {
-    env.insert(env.end(), {{"RANK", rank},
-                           {"WORLD_SIZE", world},
-                           {"LOCAL_RANK", local},
-                           {"LOCAL_WORLD_SIZE", local_world},
-                           {"GROUP_RANK", node_rank},
-                           {"GROUP_WORLD_SIZE", nnodes},
-                           {"ROLE_RANK", rank},
-                           {"ROLE_WORLD_SIZE", world},
-                           {"MASTER_ADDR", plan.master_addr},
-                           {"MASTER_PORT", master_port}});
+    add("RANK", rank);
+    add("WORLD_SIZE", world);
+    add("LOCAL_RANK", local);
+    add("LOCAL_WORLD_SIZE", local_world);
+    add("GROUP_RANK", node_rank);
+    add("GROUP_WORLD_SIZE", nnodes);
+    add("ROLE_RANK", rank);
+    add("ROLE_WORLD_SIZE", world);
+    add("MASTER_ADDR", plan.master_addr);
+    add("MASTER_PORT", master_port);
   }
   if (plan.frameworks.paddle) {
-    env.insert(env.end(), {{"PADDLE_TRAINER_ID", rank},
-                           {"PADDLE_TRAINERS_NUM", world},
-                           {"PADDLE_TRAINER_ENDPOINTS", plan.endpoints},
-                           {"PADDLE_CURRENT_ENDPOINT", current},
-                           {"PADDLE_RANK_IN_NODE", local},
-                           {"PADDLE_LOCAL_RANK", local},
-                           {"PADDLE_GLOBAL_RANK", rank},
-                           {"PADDLE_GLOBAL_SIZE", world},
-                           {"PADDLE_LOCAL_SIZE", local_world},
-                           {"PADDLE_NNODES", nnodes},
-                           {"PADDLE_MASTER", with_port(plan.master_addr, plan.ports.master)}});
+    add("PADDLE_TRAINER_ID", rank);
+    add("PADDLE_TRAINERS_NUM", world);
+    add("PADDLE_TRAINER_ENDPOINTS", plan.endpoints);
+    add("PADDLE_CURRENT_ENDPOINT", current);
+    add("PADDLE_RANK_IN_NODE", local);
+    add("PADDLE_LOCAL_RANK", local);
+    add("PADDLE_GLOBAL_RANK", rank);
+    add("PADDLE_GLOBAL_SIZE", world);
+    add("PADDLE_LOCAL_SIZE", local_world);
+    add("PADDLE_NNODES", nnodes);
+    add("PADDLE_MASTER", with_port(plan.master_addr, plan.ports.master));
   }
-  if (plan.frameworks.tf) env.push_back({"TF_CONFIG", tf_config_for(plan, global_rank)});
+  if (plan.frameworks.tf) add("TF_CONFIG", tf_config_for(plan, global_rank));
   return env;
 }
 

@@ -45,6 +45,12 @@ struct StepPlan {
   StepLayout layout;
   std::uint32_t node = 0;
   std::vector<std::string> node_addresses;  // node index -> address (or name) used in endpoints
+  // The address this node probes its own ports on: its entry in node_addresses, or its resolved
+  // address where the lists carry names past ip_max_nodes (a name is not probed).
+  std::string local_address;
+  // address=ip in a step of more than ip_max_nodes nodes: the lists carry node names (SLURM_NODE_
+  // ALIASES addresses where Slurm gives them) and only this node's and rank 0's are resolved.
+  bool names_past_ip_max_nodes = false;
   StepPorts ports;
   std::string endpoints;       // "addr:port,..." in global-rank order
   std::string endpoints_hash;  // XXH3-64 of `endpoints`, 16 hex digits: DTRAIN_ENDPOINTS_HASH
@@ -62,7 +68,9 @@ using HostsLine = std::function<std::string(const std::string& host)>;
 
 // In a multi-node step with address=ip, a node name that resolves to a loopback address here is
 // an error (unless loopback=allow): this node would put 127.x in the endpoint list while every
-// other node lists the real address, so the lists would differ.
+// other node lists the real address, so the lists would differ. Past config.ip_max_nodes nodes
+// only this node's name and rank 0's node's name are resolved (and checked): `resolve` is called
+// at most twice instead of once per node.
 StepPlan plan_step(const StepInputs& inputs, const PluginConfig& config,
                    const FrameworkSet& frameworks, const Resolver& resolve,
                    const HostsLine& hosts_line = nullptr);

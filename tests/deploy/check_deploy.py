@@ -249,7 +249,8 @@ def drop_in_line(path, plugin):
     line = candidates[0]
     expect(line.split()[1] == plugin, f"the drop-in names {line.split()[1]}, the package installed {plugin}")
     documented = set(re.findall(r"^#\s{3}(\w+)=", "\n".join(lines), re.MULTILINE))
-    keys = {"enable", "frameworks", "ports", "port_block", "address", "suffix", "topology", "bind",
+    keys = {"enable", "frameworks", "ports", "port_block", "address", "ip_max_nodes", "suffix",
+            "topology", "bind",
             "gpus", "loopback", "check_ports"}
     expect(keys <= documented, f"{path} does not document {sorted(keys - documented)}")
     return line

@@ -22,15 +22,17 @@ TEST(PluginConfig, DefaultsAreSensible) {
   EXPECT_FALSE(c.enabled_by_default);
   EXPECT_EQ(c.frameworks, FrameworkSet{});
   EXPECT_EQ(c.address_mode, AddressMode::kAddress);
+  EXPECT_EQ(c.ip_max_nodes, 128u);
   EXPECT_EQ(c.ports.first, 20000);
   EXPECT_TRUE(c.bind);
   EXPECT_FALSE(c.gpus_from_slurm_only);
 }
 
 TEST(PluginConfig, ParsesEveryKey) {
-  const auto c = parse_plugin_args(
-      {"enable=always", "frameworks=torch,tf", "ports=30000-31023", "port_block=16", "address=name",
-       "suffix=-ib", "topology=/etc/dtrain/dgx.xml", "bind=off", "gpus=slurm", "check_ports=no"});
+  const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
+                                    "port_block=16", "address=name", "ip_max_nodes=4096",
+                                    "suffix=-ib", "topology=/etc/dtrain/dgx.xml", "bind=off",
+                                    "gpus=slurm", "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
@@ -38,6 +40,7 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_EQ(c.ports.last, 31023);
   EXPECT_EQ(c.port_block, 16u);
   EXPECT_EQ(c.address_mode, AddressMode::kName);
+  EXPECT_EQ(c.ip_max_nodes, 4096u);
   EXPECT_EQ(c.host_suffix, "-ib");
   EXPECT_EQ(c.topology, (TopologySource{TopologySource::Kind::kFile, "/etc/dtrain/dgx.xml"}));
   EXPECT_EQ(c.topology_cache, TopologyCache{});
@@ -55,6 +58,8 @@ TEST(PluginConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of({"ports=30000-99999"}).find("too large"), std::string::npos);
   EXPECT_NE(error_of({"enable=sometimes"}).find("'enable'"), std::string::npos);
   EXPECT_NE(error_of({"address=dns"}).find("'address'"), std::string::npos);
+  EXPECT_NE(error_of({"ip_max_nodes=0"}).find("'ip_max_nodes'"), std::string::npos);
+  EXPECT_NE(error_of({"ip_max_nodes=many"}).find("'ip_max_nodes'"), std::string::npos);
   EXPECT_NE(error_of({"suffix=a b"}).find("'suffix'"), std::string::npos);
   EXPECT_NE(error_of({"topology=relative.xml"}).find("absolute path"), std::string::npos);
   EXPECT_NE(error_of({"bind=maybe"}).find("'bind'"), std::string::npos);

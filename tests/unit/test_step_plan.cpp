@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/memory_file_io.hpp"
@@ -134,6 +135,137 @@ TEST(StepPlan, NodeAliasesGiveCloudNodesTheirAddresses) {
   EXPECT_THROW(parse_node_aliases(":10.0.0.1:h"), Error);
 }
 
+// Past ip_max_nodes each node resolves only its own name and rank 0's: O(nodes) lookups per step.
+TEST(StepPlan, PastIpMaxNodesTheListsCarryNamesAndANodeResolvesItselfAndRankZerosNode) {
+  PluginConfig config;
+  config.ip_max_nodes = 3;
+  std::vector<std::string> looked_up;
+  const auto counting = [&](const std::string& host) {
+    looked_up.push_back(host);
+    return fake_resolve(host);
+  };
+  const auto plan = plan_step(step("node[1-4]", "2(x4)", "block", 4, 8, 2, {4, 5}), config,
+                              FrameworkSet{}, counting);
+  EXPECT_EQ(looked_up, (std::vector<std::string>{"node3", "node1"}));
+  EXPECT_TRUE(plan.names_past_ip_max_nodes);
+  EXPECT_EQ(plan.node_addresses, (std::vector<std::string>{"node1", "node2", "node3", "node4"}));
+  EXPECT_EQ(plan.local_address, "10.0.0.3");
+  EXPECT_EQ(plan.master_addr, "10.0.0.1");
+  const auto port = std::to_string(plan.ports.endpoint_ports[1]);
+  EXPECT_NE(plan.endpoints.find(",node3:" + port + ","), std::string::npos) << plan.endpoints;
+  ASSERT_EQ(plan.step_warnings.size(), 1u);
+  EXPECT_NE(plan.step_warnings[0].find("4 nodes, more than ip_max_nodes=3"), std::string::npos)
+      << plan.step_warnings[0];
+  const auto env = rank_environment(plan, 5);
+  EXPECT_EQ(value_of(env, "MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(value_of(env, "PADDLE_MASTER"), "10.0.0.1:" + std::to_string(plan.ports.master));
+  EXPECT_EQ(value_of(env, "PADDLE_CURRENT_ENDPOINT"), "node3:" + port);
+  EXPECT_EQ(value_of(env, "TF_CONFIG").rfind(R"({"cluster":{"worker":["node1:)", 0), 0u);
+
+  // Rank 0's node resolves one name; the lists do not depend on what any node resolved.
+  looked_up.clear();
+  const auto elsewhere = [&](const std::string& host) {
+    looked_up.push_back(host);
+    return "192.168.7." + host.substr(4);
+  };
+  const auto on_rank_zeros_node = plan_step(step("node[1-4]", "2(x4)", "block", 4, 8, 0, {0, 1}),
+                                            config, FrameworkSet{}, elsewhere);
+  EXPECT_EQ(looked_up, (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(on_rank_zeros_node.local_address, "192.168.7.1");
+  EXPECT_EQ(on_rank_zeros_node.endpoints, plan.endpoints);
+  EXPECT_EQ(on_rank_zeros_node.endpoints_hash, plan.endpoints_hash);
+}
+
+TEST(StepPlan, UpToIpMaxNodesEveryNodeIsResolvedAsBefore) {
+  PluginConfig config;
+  EXPECT_EQ(config.ip_max_nodes, kDefaultIpMaxNodes);
+  std::size_t lookups = 0;
+  const auto counting = [&](const std::string& host) {
+    ++lookups;
+    return "10.0." + std::to_string(std::stoi(host.substr(4)) / 256) + "." +
+           std::to_string(std::stoi(host.substr(4)) % 256);
+  };
+  const auto nodes = [](std::uint32_t count) { return "node[1-" + std::to_string(count) + "]"; };
+  const auto at_limit =
+      plan_step(step(nodes(kDefaultIpMaxNodes), "1(x" + std::to_string(kDefaultIpMaxNodes) + ")",
+                     "block", kDefaultIpMaxNodes, kDefaultIpMaxNodes, 5, {5}),
+                config, FrameworkSet{}, counting);
+  EXPECT_EQ(lookups, kDefaultIpMaxNodes);
+  EXPECT_FALSE(at_limit.names_past_ip_max_nodes);
+  EXPECT_EQ(at_limit.local_address, "10.0.0.6");
+  EXPECT_EQ(at_limit.node_addresses[5], "10.0.0.6");
+  EXPECT_EQ(at_limit.master_addr, "10.0.0.1");
+  EXPECT_TRUE(at_limit.step_warnings.empty());
+  EXPECT_EQ(at_limit.endpoints.rfind("10.0.0.1:", 0), 0u);
+
+  lookups = 0;
+  const std::uint32_t past = kDefaultIpMaxNodes + 1;
+  const auto past_limit =
+      plan_step(step(nodes(past), "1(x" + std::to_string(past) + ")", "block", past, past, 5, {5}),
+                config, FrameworkSet{}, counting);
+  EXPECT_EQ(lookups, 2u);
+  EXPECT_TRUE(past_limit.names_past_ip_max_nodes);
+  EXPECT_EQ(past_limit.endpoints.rfind("node1:", 0), 0u);
+
+  // address=name resolves nothing, whatever the size, and says nothing about it.
+  lookups = 0;
+  config.address_mode = AddressMode::kName;
+  const auto names =
+      plan_step(step(nodes(past), "1(x" + std::to_string(past) + ")", "block", past, past, 5, {5}),
+                config, FrameworkSet{}, counting);
+  EXPECT_EQ(lookups, 0u);
+  EXPECT_FALSE(names.names_past_ip_max_nodes);
+  EXPECT_EQ(names.local_address, "node6");
+  EXPECT_EQ(names.master_addr, "node1");
+  EXPECT_TRUE(names.step_warnings.empty());
+}
+
+TEST(StepPlan, PastIpMaxNodesSlurmsAliasesAreListedAndCostNoLookup) {
+  PluginConfig config;
+  config.ip_max_nodes = 1;
+  auto inputs = step("cloud[1-3]", "1(x3)", "block", 3, 3, 1, {1});
+  inputs.node_aliases = "cloud1:10.9.0.1:ip-10-9-0-1,cloud2:10.9.0.2:ip-10-9-0-2";
+  const auto unresolvable = [](const std::string& host) -> std::string {
+    throw Error(dtrain::ErrorKind::kInvalidInput, "cannot resolve host name '" + host + "'");
+  };
+  const auto plan = plan_step(inputs, config, FrameworkSet{}, unresolvable);
+  EXPECT_EQ(plan.node_addresses, (std::vector<std::string>{"10.9.0.1", "10.9.0.2", "cloud3"}));
+  EXPECT_EQ(plan.local_address, "10.9.0.2");
+  EXPECT_EQ(plan.master_addr, "10.9.0.1");
+  // The one name left to resolve is this node's own.
+  inputs.node_id = 2;
+  inputs.local_ranks = std::vector<std::uint32_t>{2};
+  EXPECT_THROW(plan_step(inputs, config, FrameworkSet{}, unresolvable), Error);
+}
+
+TEST(StepPlan, PastIpMaxNodesTheNamesThisNodeResolvesAreCheckedForLoopback) {
+  PluginConfig config;
+  config.ip_max_nodes = 2;
+  const auto debian_on = [](const std::string& loopback_host) {
+    return [loopback_host](const std::string& host) {
+      return host == loopback_host ? std::string("127.0.1.1") : "10.0.0." + host.substr(4);
+    };
+  };
+  const auto hosts = [](const std::string& host) { return "127.0.1.1 " + host; };
+  const auto on_node3 = step("node[1-3]", "1(x3)", "block", 3, 3, 2, {2});
+  for (const char* own_or_master : {"node3", "node1"}) {
+    try {
+      plan_step(on_node3, config, FrameworkSet{}, debian_on(own_or_master), hosts);
+      FAIL() << "a loopback address for " << own_or_master << " was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("node ") + own_or_master +
+                          " resolves to the loopback address 127.0.1.1 on node3"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find(std::string("'127.0.1.1 ") + own_or_master + "'"), std::string::npos)
+          << what;
+    }
+  }
+  // Another node's name is not resolved here, so its hosts line cannot matter.
+  EXPECT_NO_THROW(plan_step(on_node3, config, FrameworkSet{}, debian_on("node2"), hosts));
+}
+
 TEST(Netio, ListenerUidComesFromTheKernelTable) {
   // /proc/net/tcp: 127.0.0.1:8080 listening (uid 1000), 0.0.0.0:9090 listening (uid 65534), and
   // an established connection from port 7070 (uid 0).
@@ -192,6 +324,24 @@ TEST(StepPlan, RankEnvironmentCarriesEveryContractName) {
   const auto tf = value_of(env, "TF_CONFIG");
   EXPECT_EQ(tf.rfind(R"({"cluster":{"worker":["node1-ib:)", 0), 0u) << tf;
   EXPECT_NE(tf.find(R"("task":{"type":"worker","index":5}})"), std::string::npos) << tf;
+}
+
+// TF_CONFIG's worker list is assembled from pieces for speed; it must be exactly what the JSON
+// library writes for the endpoint list, escapes included.
+TEST(StepPlan, TfClusterIsTheJsonLibrarysListOfTheEndpoints) {
+  PluginConfig config;
+  auto inputs = step("cloud[1-4]", "3,1(x3)", "cyclic", 4, 6, 0, {0, 4, 5});
+  inputs.node_aliases =
+      "cloud1:fd00::1:h1,cloud2:10.0.0.\"2:h2,cloud3:10.0.0.\\3:h3,cloud4:10.0.0.\t4:h4";
+  const auto plan = plan_step(inputs, config, FrameworkSet{}, fake_resolve);
+  nlohmann::json workers = nlohmann::json::array();
+  for (std::uint32_t r = 0; r < plan.layout.world_size(); ++r)
+    workers.push_back(endpoint_of(plan, r));
+  EXPECT_EQ(plan.tf_cluster, nlohmann::json({{"worker", workers}}).dump());
+  EXPECT_NE(plan.tf_cluster.find(R"("10.0.0.\"2:)"), std::string::npos) << plan.tf_cluster;
+  EXPECT_EQ(nlohmann::json::parse(value_of(rank_environment(plan, 2), "TF_CONFIG")),
+            nlohmann::json({{"cluster", {{"worker", workers}}},
+                            {"task", {{"type", "worker"}, {"index", 2}}}}));
 }
 
 TEST(StepPlan, Ipv6AddressesAreBracketed) {
@@ -272,6 +422,12 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
   EXPECT_NE(env.spill_warning.find("DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS, TF_CONFIG"),
             std::string::npos)
       << env.spill_warning;
+  // A task built alone gets exactly its entry of the node's environment.
+  for (std::uint32_t local = 0; local < 2; ++local) {
+    EXPECT_EQ(task_environment(plan, 0, local, {}), env.tasks[local]) << local;
+  }
+  EXPECT_THROW(task_environment(plan, 0, 2, {}), Error);
+  EXPECT_THROW(task_environment(plan, 2, 0, {}), Error);
 
   // The memory file: read back through its path, sealed against writes, open across exec.
   const std::string path = export_memory_file("TF_CONFIG", tf_config);
