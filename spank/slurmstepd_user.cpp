@@ -3,6 +3,9 @@
 #include <slurm/slurm.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+
 #include "core/error.hpp"
 #include "core/memory_file_io.hpp"
 #include "core/net_io.hpp"
@@ -192,9 +195,36 @@ void apply_task_affinity(const std::vector<unsigned>& planned) {
   }
 }
 
+// The plugin's own time, phase by phase, for slurmd's log at debug level: what a step costs on
+// each node (tests/bench/launch_overhead.sh measures the step as a whole).
+class PhaseClock {
+ public:
+  void phase_done(const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    text_ += (text_.empty() ? "" : ", ") + std::string(name) + " " + milliseconds(last_, now);
+    last_ = now;
+  }
+  std::string summary() const {
+    return milliseconds(start_, std::chrono::steady_clock::now()) + " ms (" + text_ + ")";
+  }
+
+ private:
+  static std::string milliseconds(std::chrono::steady_clock::time_point from,
+                                  std::chrono::steady_clock::time_point to) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f",
+                  std::chrono::duration<double, std::milli>(to - from).count());
+    return text;
+  }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+  std::string text_;
+};
+
 }  // namespace
 
 void plan_node(spank_t sp) {
+  PhaseClock clock;
   PluginState& st = state();
   const auto inputs = read_step_inputs(sp);
   const core::FrameworkSet frameworks =
@@ -202,10 +232,13 @@ void plan_node(spank_t sp) {
   const auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host,
                                     [](const std::string& host) { return core::hosts_line(host); });
   st.step_warnings = plan.step_warnings;
+  clock.phase_done("plan");
   if (st.config.check_ports) warn_about_busy_ports(plan, st);
+  clock.phase_done("port check");
 
   const auto local_tasks = static_cast<unsigned>(plan.layout.node_ranks[plan.node].size());
   auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp, st.config));
+  clock.phase_done("binding");
   for (const auto& note : binding.notes) log_verbose(note);
   // A site XML is the same file on every node, so its warnings are said once per step.
   const bool site_topology = st.config.topology.kind == core::TopologySource::Kind::kFile;
@@ -235,9 +268,13 @@ void plan_node(spank_t sp) {
     if (local < binding.cpus.size()) task.cpus = binding.cpus[local];
     st.tasks.push_back(std::move(task));
   }
+  clock.phase_done("environment");
+  log_debug("user_init on node " + std::to_string(plan.node) + " (" + plan.layout.hosts[plan.node] +
+            "), " + std::to_string(local_tasks) + " local tasks: " + clock.summary());
 }
 
 int apply_to_task(spank_t sp) {
+  PhaseClock clock;
   PluginState& st = state();
   if (!st.planning_error.empty()) {
     return -1;
@@ -280,7 +317,10 @@ int apply_to_task(spank_t sp) {
       set_env(sp, var.name, var.value);
     }
   }
+  clock.phase_done("variables");
   apply_task_affinity(task.cpus);
+  clock.phase_done("affinity");
+  log_debug("task_init of local task " + std::to_string(local) + ": " + clock.summary());
   return 0;
 }
 

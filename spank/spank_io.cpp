@@ -24,6 +24,9 @@ void log_info(const std::string& message) {
 void log_verbose(const std::string& message) {
   slurm_verbose("dtrain: %s", message.c_str());
 }
+void log_debug(const std::string& message) {
+  slurm_debug("dtrain: %s", message.c_str());
+}
 
 void warn_task(const std::string& message) {
   std::fprintf(stderr, "dtrain: warning: %s\n", message.c_str());

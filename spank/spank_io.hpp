@@ -13,6 +13,7 @@ namespace dtrain::spank {
 void log_error(const std::string& message);
 void log_info(const std::string& message);
 void log_verbose(const std::string& message);
+void log_debug(const std::string& message);
 // For task_init: the task's own stderr, where the user reads the job's output (Slurm
 // shows slurm_info from task_init only in slurmd's log).
 void warn_task(const std::string& message);

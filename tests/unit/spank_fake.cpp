@@ -136,6 +136,13 @@ void slurm_verbose(const char* fmt, ...) {
   va_end(ap);
 }
 
+void slurm_debug(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fake().debugs.push_back(dtrain::testing::format(fmt, ap));
+  va_end(ap);
+}
+
 slurm_step_layout_t* slurm_job_step_layout_get(slurm_step_id_t*) {
   return nullptr;
 }

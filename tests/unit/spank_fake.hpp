@@ -20,6 +20,7 @@ struct SpankFake {
   std::vector<struct spank_option*> options;
   std::vector<std::string> errors;  // slurm_error messages
   std::vector<std::string> infos;   // slurm_info and slurm_verbose messages
+  std::vector<std::string> debugs;  // slurm_debug messages
   int fail_setenv_calls = 0;        // make the next N spank_setenv calls fail
 };
 

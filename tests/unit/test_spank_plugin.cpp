@@ -164,6 +164,14 @@ TEST_F(SpankPlugin, ExportsEveryFamilyForEachTask) {
   EXPECT_NE(env["TF_CONFIG"].find(R"("index":5)"), std::string::npos);
   EXPECT_NE(env["MASTER_PORT"], "");
   EXPECT_EQ(env["PADDLE_DISTRI_BACKEND"], "gloo");  // no GPU on this machine
+  // The plugin's own time on the node, for slurmd's log at debug level.
+  ASSERT_EQ(fake().debugs.size(), 2u);
+  EXPECT_EQ(fake().debugs[0].rfind("dtrain: user_init on node 1 (node2), 2 local tasks: ", 0), 0u)
+      << fake().debugs[0];
+  EXPECT_NE(fake().debugs[0].find(" ms (plan "), std::string::npos) << fake().debugs[0];
+  EXPECT_NE(fake().debugs[0].find(", environment "), std::string::npos) << fake().debugs[0];
+  EXPECT_EQ(fake().debugs[1].rfind("dtrain: task_init of local task 1: ", 0), 0u)
+      << fake().debugs[1];
 }
 
 // pyxis copies one task's environment into every task except the names PYXIS_CONTAINER_ENV
