@@ -16,5 +16,7 @@ void write_topology_cache(const core::PluginConfig& config);
 // In slurmstepd: the cache file when it and its directory are root's and writable by no one
 // else; empty otherwise (the step then discovers the machine itself).
 std::string trusted_topology_cache(const core::TopologyCache& cache);
+// The same for the summary (topology/summary.hpp), which a step reads before the XML.
+std::string trusted_topology_summary(const core::TopologyCache& cache);
 
 }  // namespace dtrain::spank

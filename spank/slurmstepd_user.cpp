@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include "core/error.hpp"
 #include "core/memory_file_io.hpp"
 #include "core/net_io.hpp"
 #include "core/node_environment.hpp"
+#include "core/parse.hpp"
 #include "spank/slurmd_topology_cache.hpp"
 #include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
@@ -19,6 +21,7 @@
 #include "topology/cpu_list.hpp"
 #include "topology/load_io.hpp"
 #include "topology/node_binding.hpp"
+#include "topology/summary.hpp"
 
 namespace dtrain::spank {
 namespace {
@@ -118,6 +121,19 @@ topology::StepGpuVariables step_gpu_variables(spank_t sp, const core::PluginConf
           get_env(sp, "CUDA_VISIBLE_DEVICES"), config.gpus_from_slurm_only};
 }
 
+// A root-only cache file of at most 1 MiB.
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+  if (size < 0 || size > static_cast<std::streamoff>(core::kMaxInputBytes)) {
+    throw Error(ErrorKind::kInvalidInput, path + " is unreadable or larger than 1 MiB");
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), size)) throw Error(ErrorKind::kInvalidInput, "cannot read " + path);
+  return text;
+}
+
 // Loads the configured topology; a broken site XML falls back to this machine's own
 // topology (CPU-only in practice) with a warning, so the step never fails for it.
 topology::NodeTopology load_for_step(const core::PluginConfig& config,
@@ -129,11 +145,19 @@ topology::NodeTopology load_for_step(const core::PluginConfig& config,
       warnings.push_back(std::string(e.what()) +
                          "; binding from this machine's own topology instead");
     }
-  } else if (const auto cached = trusted_topology_cache(config.topology_cache); !cached.empty()) {
-    try {
-      return topology::load_topology(cached);
-    } catch (const Error&) {
-      // A damaged cache is only a lost shortcut: discover the machine instead.
+  } else {
+    // A damaged cache is only a lost shortcut: the XML next, then discovery.
+    if (const auto summary = trusted_topology_summary(config.topology_cache); !summary.empty()) {
+      try {
+        return topology::from_summary(read_small_file(summary), summary);
+      } catch (const Error&) {
+      }
+    }
+    if (const auto cached = trusted_topology_cache(config.topology_cache); !cached.empty()) {
+      try {
+        return topology::load_topology(cached);
+      } catch (const Error&) {
+      }
     }
   }
   return topology::load_topology("");

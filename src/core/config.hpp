@@ -53,6 +53,8 @@ struct TopologyCache {
   bool enabled = true;
   std::string dir = "/run/dtrain";  // enabled only: absolute
   std::string file() const { return dir + "/topology.xml"; }
+  // The same topology as topology/summary.hpp's JSON, which steps read first.
+  std::string summary_file() const { return dir + "/topology.summary.json"; }
   bool operator==(const TopologyCache&) const = default;
 };
 

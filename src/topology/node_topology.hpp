@@ -15,6 +15,7 @@ struct IoHop {
   enum class Kind { kPciBridge, kHostBridge };
   Kind kind = Kind::kPciBridge;
   std::uint64_t id = 0;  // unique within the topology (hwloc's gp_index)
+  bool operator==(const IoHop&) const = default;
 };
 
 // The CPU-side object a device hangs from (its first non-I/O ancestor, usually the NUMA
@@ -24,12 +25,14 @@ struct Locality {
   int package = -1;                  // os index of the enclosing package, -1 when unknown
   std::vector<unsigned> numa_nodes;  // NUMA node os indexes, ascending
   CpuList cpus;                      // its PUs
+  bool operator==(const Locality&) const = default;
 };
 
 // Where a PCI device sits: its I/O ancestors, nearest first, then its locality.
 struct Placement {
   std::vector<IoHop> io_path;  // from the device's parent up to (and including) its host bridge
   Locality locality;
+  bool operator==(const Placement&) const = default;
 };
 
 struct Gpu {
@@ -38,6 +41,7 @@ struct Gpu {
   std::string nvml_name;  // "nvml3" likewise
   std::string model;
   Placement placement;
+  bool operator==(const Gpu&) const = default;
 };
 
 // One PCI function used for networking. An HCA and the netdev on the same function are one Nic.
@@ -47,11 +51,13 @@ struct Nic {
   std::string netdev;  // network interface (ib0, ibp24s0, eth0); empty when none (EFA)
   unsigned port = 0;   // HCA port to use (first active one), 0 when unknown
   Placement placement;
+  bool operator==(const Nic&) const = default;
 };
 
 struct NumaNode {
   unsigned os_index = 0;
   CpuList cpus;
+  bool operator==(const NumaNode&) const = default;
 };
 
 struct NodeTopology {
@@ -61,6 +67,7 @@ struct NodeTopology {
   std::vector<NumaNode> numa_nodes;  // ascending os index
   std::vector<Gpu> gpus;             // ascending PCI bus id
   std::vector<Nic> nics;             // ascending PCI bus id
+  bool operator==(const NodeTopology&) const = default;
 };
 
 }  // namespace dtrain::topology

@@ -10,6 +10,8 @@
 
 #include "spank/state.hpp"
 #include "spank_fake.hpp"
+#include "topology/load_io.hpp"
+#include "topology/summary.hpp"
 
 using dtrain::testing::fake;
 using dtrain::testing::handle;
@@ -120,16 +122,39 @@ TEST_F(SpankPlugin, SlurmdCachesTheLiveTopologyAndStepsUseIt) {
   ASSERT_EQ(call_init({"topology_cache=" + cache.string()}), 0);
   ASSERT_TRUE(fake().errors.empty()) << fake().errors[0];
   ASSERT_TRUE(std::filesystem::is_regular_file(cache / "topology.xml"));
+  ASSERT_TRUE(std::filesystem::is_regular_file(cache / "topology.summary.json"));
 
-  // Steps load whatever the cache holds: plant a GPU machine there and see it bound.
+  // Steps load whatever the cache holds, the summary first: plant a GPU machine there and see
+  // it bound, then the same machine as XML alone.
+  const auto gpus_of_task_1 = [&] {
+    dtrain::testing::reset_fake();
+    dtrain::spank::state() = dtrain::spank::PluginState{};
+    remote_step_on_node2();
+    EXPECT_EQ(call_init({"address=name", "topology_cache=" + cache.string()}), 0);
+    EXPECT_EQ(use_option(nullptr), 0);
+    EXPECT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(task(1, 5), 0);
+    ::testing::internal::GetCapturedStderr();
+    return fake().job_env["CUDA_VISIBLE_DEVICES"];
+  };
+  {
+    std::ofstream summary(cache / "topology.summary.json", std::ios::trunc);
+    summary << dtrain::topology::to_summary(
+        dtrain::topology::load_topology(DTRAIN_FIXTURES "/dgx-h100.xml"));
+  }
+  EXPECT_EQ(gpus_of_task_1(), "4,5,6,7");
+  std::filesystem::remove(cache / "topology.summary.json");
   std::filesystem::copy_file(DTRAIN_FIXTURES "/dgx-h100.xml", cache / "topology.xml",
                              std::filesystem::copy_options::overwrite_existing);
-  remote_step_on_node2();
-  ASSERT_EQ(call_init({"address=name", "topology_cache=" + cache.string()}), 0);
-  ASSERT_EQ(use_option(nullptr), 0);
-  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
-  ASSERT_EQ(task(1, 5), 0);
-  EXPECT_EQ(fake().job_env["CUDA_VISIBLE_DEVICES"], "4,5,6,7");
+  EXPECT_EQ(gpus_of_task_1(), "4,5,6,7");
+  // A summary of another format is a lost shortcut, not an error: the XML serves.
+  {
+    std::ofstream summary(cache / "topology.summary.json", std::ios::trunc);
+    summary << R"({"dtrain_topology_summary":99})";
+  }
+  EXPECT_EQ(gpus_of_task_1(), "4,5,6,7");
+  EXPECT_TRUE(fake().errors.empty());
   std::filesystem::remove_all(dir);
 }
 
