@@ -39,8 +39,9 @@ std::span<const std::string_view> task_variable_names() {
 }
 
 std::string with_task_variable_names(const std::optional<std::string>& user_list) {
-  std::string list = user_list.value_or("");
-  const auto present = split(user_list.value_or(""), ',');
+  const std::string user = user_list.value_or("");
+  const auto present = split(user, ',');
+  std::string list = user;
   for (const auto name : kTaskVariableNames) {
     if (std::find(present.begin(), present.end(), name) != present.end()) continue;
     if (!list.empty()) list.push_back(',');
