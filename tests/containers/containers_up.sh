@@ -43,7 +43,7 @@ rm -f "$state_dir/skip-reason"
 log="$state_dir/containers-build.log"
 if ! "$here/build_runtimes.sh" --prefix "$prefix" >"$log" 2>&1; then
   tail -n 20 "$log" >&2
-  skip "enroot and pyxis could not be built: $(grep -m1 'dtrain:' "$log" || tail -n 1 "$log")"
+  skip "enroot and pyxis could not be built: $(grep 'dtrain:' "$log" | tail -n 1)"
 fi
 if ! "$here/build_image.sh" --prefix "$prefix" >>"$log" 2>&1; then
   tail -n 20 "$log" >&2
