@@ -251,7 +251,7 @@ ENROOT_DATA_PATH    /tmp/enroot-${UID}/data
 ENROOT_CONFIG_PATH  /tmp/enroot-${UID}/config
 ENROOT_TEMP_PATH    /tmp
 EOF
-# enroot's Slurm hook for PyTorch, which sites that run NGC images enable (pyxis's README): for
+# enroot's optional Slurm hook for PyTorch (share/enroot/hooks.d; pyxis's own tests assume it): for
 # images that set PYTORCH_VERSION it adds MASTER_ADDR, MASTER_PORT, WORLD_SIZE and OMP_NUM_THREADS
 # of its own, the values dtrain's must win over. Its PMIx hook (50-slurm-pmi.sh) stays off: it
 # mounts SlurmdSpoolDir as `scontrol show config` prints it, and the local cluster's, shared by
