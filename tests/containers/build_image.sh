@@ -50,14 +50,8 @@ apt is configured with (those of origin Debian for $suite in \`apt-cache policy\
 EOF
 }
 
-die() {
-  echo "dtrain: $*" >&2
-  exit 1
-}
-
-note() {
-  echo "dtrain: $*" >&2
-}
+# shellcheck source=tests/containers/build_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/build_common.sh"
 
 prefix="${DTRAIN_CONTAINERS_PREFIX:-/var/cache/dtrain/containers}"
 check_only=0
@@ -139,23 +133,7 @@ if is_current; then
   exit 0
 fi
 
-missing=()
-for package in mmdebstrap squashfs-tools; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  ((use_apt)) || die "missing Debian packages: ${missing[*]}; install them or drop --no-apt"
-  note "installing Debian packages: ${missing[*]}"
-  apt_install() {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      -o DPkg::Lock::Timeout=600 "${missing[@]}" >&2
-  }
-  if ! apt_install; then
-    note "apt-get install failed; updating the package lists and trying again"
-    apt-get update -q -o DPkg::Lock::Timeout=600 >&2 || die "apt-get update failed"
-    apt_install || die "cannot install the Debian packages ${missing[*]}"
-  fi
-fi
+ensure_debian_packages "$use_apt" mmdebstrap squashfs-tools
 
 # The host's Debian mirrors for the suite, whatever the format of its sources (one-line .list or
 # deb822 .sources): apt-cache policy lists each as "PRIO URI SUITE/COMPONENT ARCH Packages",

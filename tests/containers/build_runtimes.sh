@@ -55,14 +55,8 @@ node of the local cluster; ENROOT_* variables in the environment override it.
 EOF
 }
 
-die() {
-  echo "dtrain: $*" >&2
-  exit 1
-}
-
-note() {
-  echo "dtrain: $*" >&2
-}
+# shellcheck source=tests/containers/build_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/build_common.sh"
 
 prefix="${DTRAIN_CONTAINERS_PREFIX:-/var/cache/dtrain/containers}"
 third_party="${DTRAIN_THIRD_PARTY:-$repo_root/../shared/third_party}"
@@ -169,24 +163,7 @@ packages=(
   squashfuse fuse-overlayfs
   charliecloud-runtime
 )
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  ((use_apt)) || die "missing Debian packages: ${missing[*]}; install them or drop --no-apt"
-  ((EUID == 0)) || die "missing Debian packages: ${missing[*]}; install them as root (apt-get install ${missing[*]})"
-  note "installing Debian packages: ${missing[*]}"
-  apt_install() {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      -o DPkg::Lock::Timeout=600 "${missing[@]}" >&2
-  }
-  if ! apt_install; then
-    note "apt-get install failed; updating the package lists and trying again"
-    apt-get update -q -o DPkg::Lock::Timeout=600 >&2 || die "apt-get update failed"
-    apt_install || die "cannot install the Debian packages ${missing[*]}"
-  fi
-fi
+ensure_debian_packages "$use_apt" "${packages[@]}"
 [[ -f /usr/include/slurm/spank.h && -f "$slurm_version_h" ]] ||
   die "Slurm headers not found in /usr/include/slurm; install the Debian package libslurm-dev"
 [[ -f /usr/include/bsd/string.h ]] || die "/usr/include/bsd/string.h not found; install the Debian package libbsd-dev"
