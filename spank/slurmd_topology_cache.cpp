@@ -46,6 +46,12 @@ void write_root_file(const std::string& path, const std::string& content) {
   }
 }
 
+// `file` of the cache when it and its directory are root's alone; empty otherwise.
+std::string trusted_cache_file(const core::TopologyCache& cache, const std::string& file) {
+  if (!cache.enabled || !root_only(cache.dir, true) || !root_only(file, false)) return {};
+  return file;
+}
+
 }  // namespace
 
 void write_topology_cache(const core::PluginConfig& config) {
@@ -70,15 +76,11 @@ void write_topology_cache(const core::PluginConfig& config) {
 }
 
 std::string trusted_topology_cache(const core::TopologyCache& cache) {
-  if (!cache.enabled || !root_only(cache.dir, true) || !root_only(cache.file(), false)) return {};
-  return cache.file();
+  return trusted_cache_file(cache, cache.file());
 }
 
 std::string trusted_topology_summary(const core::TopologyCache& cache) {
-  if (!cache.enabled || !root_only(cache.dir, true) || !root_only(cache.summary_file(), false)) {
-    return {};
-  }
-  return cache.summary_file();
+  return trusted_cache_file(cache, cache.summary_file());
 }
 
 }  // namespace dtrain::spank
