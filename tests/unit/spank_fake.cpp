@@ -1,5 +1,6 @@
 #include "spank_fake.hpp"
 
+#include <sched.h>
 #include <slurm/slurm.h>
 
 #include <cstdarg>
@@ -15,6 +16,15 @@ SpankFake& fake() {
 
 void reset_fake() {
   fake() = SpankFake{};
+  // task_init binds the calling process, which here is the test itself: every test starts with
+  // the CPUs the test program started with, as every real task starts with slurmstepd's.
+  static const cpu_set_t started_with = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    return set;
+  }();
+  sched_setaffinity(0, sizeof started_with, &started_with);
 }
 
 spank_t handle() {

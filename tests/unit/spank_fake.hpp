@@ -25,6 +25,7 @@ struct SpankFake {
 };
 
 SpankFake& fake();
+// Also gives the test process back the CPUs it started with (task_init binds it).
 void reset_fake();
 
 // The fake's handle; the plugin never dereferences it.
