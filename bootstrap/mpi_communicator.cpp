@@ -235,6 +235,12 @@ class MpiCommunicator final : public Communicator {
     if (op == ReduceOp::kAvg && rank_ == root) divide_in_place(recv, count, type, size_);
   }
 
+  void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override {
+    check_mpi(MPI_Gather(send, mpi_count(count), mpi_type(type), recv, mpi_count(count),
+                         mpi_type(type), root, comm_),
+              "MPI_Gather");
+  }
+
   void all_to_all(const void* send, void* recv, std::size_t count, DataType type) override {
     check_mpi(MPI_Alltoall(in_place_if(send == recv, send), mpi_count(count), mpi_type(type), recv,
                            mpi_count(count), mpi_type(type), comm_),

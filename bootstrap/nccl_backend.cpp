@@ -145,6 +145,20 @@ class NcclCommunicator final : public Communicator {
                ncclReduce(send, recv, count, nccl_type(type), nccl_op(op), root, comm_, stream_),
                "ncclReduce");
   }
+  void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override {
+    const std::size_t block = count * type_size(type);
+    nccl_check(comm_, ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == root) {
+      for (int peer = 0; peer < size_; ++peer) {
+        nccl_check(comm_,
+                   ncclRecv(static_cast<char*>(recv) + static_cast<std::size_t>(peer) * block,
+                            count, nccl_type(type), peer, comm_, stream_),
+                   "ncclRecv");
+      }
+    }
+    nccl_check(comm_, ncclSend(send, count, nccl_type(type), root, comm_, stream_), "ncclSend");
+    nccl_check(comm_, ncclGroupEnd(), "ncclGroupEnd");
+  }
   void all_to_all(const void* send, void* recv, std::size_t count, DataType type) override {
     const std::size_t block = count * type_size(type);
     nccl_check(comm_, ncclGroupStart(), "ncclGroupStart");

@@ -38,6 +38,14 @@ class CpuEngine final : public Engine {
     require_optimizer();
     trainer::optimizer_step(config_, state_, params_, grads_);
   }
+  void average_into_grads(const float* blocks, std::size_t ranks) override {
+    const std::size_t n = grads_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      float sum = 0;
+      for (std::size_t r = 0; r < ranks; ++r) sum += blocks[r * n + i];
+      grads_[i] = sum / static_cast<float>(ranks);
+    }
+  }
   OptimizerState read_optimizer_state() override {
     require_optimizer();
     return state_;

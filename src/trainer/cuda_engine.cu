@@ -103,6 +103,14 @@ __global__ void softmax_xent_kernel(const float* logits, const int* labels, floa
   }
 }
 
+__global__ void average_kernel(const float* blocks, float* out, std::size_t n, std::size_t ranks) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float sum = 0;
+  for (std::size_t r = 0; r < ranks; ++r) sum += blocks[r * n + i];
+  out[i] = sum / static_cast<float>(ranks);
+}
+
 __global__ void sgd_kernel(float* p, const float* g, float* m, std::size_t n, StepScalars s) {
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
@@ -231,6 +239,11 @@ class CudaEngine final : public Engine {
           s);
     }
     check(cudaGetLastError(), "optimizer kernel");
+  }
+  void average_into_grads(const float* blocks, std::size_t ranks) override {
+    const std::size_t n = layout_.total();
+    average_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(blocks, grads_.get(), n, ranks);
+    check(cudaGetLastError(), "average kernel");
   }
   OptimizerState read_optimizer_state() override {
     require_optimizer();

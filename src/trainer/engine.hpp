@@ -32,10 +32,13 @@ class Engine {
   virtual BatchLoss evaluate(std::span<const float> inputs,
                              std::span<const std::int32_t> labels) = 0;
 
-  // Ranks that never step (non-root ranks of --sync=naive) never allocate optimizer state.
+  // Ranks that never step (non-root ranks of --sync=dp) never allocate optimizer state.
   virtual void enable_optimizer(const OptimizerConfig& config) = 0;
   virtual bool has_optimizer() const = 0;
   virtual void optimizer_step() = 0;  // applies grads() to params()
+  // grads() = the mean of `ranks` gradient vectors stored back to back at `blocks` (engine
+  // memory), summed in rank order so that every engine rounds alike.
+  virtual void average_into_grads(const float* blocks, std::size_t ranks) = 0;
   virtual OptimizerState read_optimizer_state() = 0;
   virtual void write_optimizer_state(const OptimizerState& state) = 0;
 

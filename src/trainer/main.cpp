@@ -98,9 +98,10 @@ void add_options(CLI::App& app, Cli& cli) {
       ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
   app.add_option("--sync", cli.sync,
-                 "ddp: bucketed all-reduce overlapping backward; naive: reduce to rank 0, "
-                 "step there, broadcast parameters")
-      ->check(CLI::IsMember({"ddp", "naive"}))
+                 "ddp: bucketed all-reduce overlapping backward; naive: one all-reduce after "
+                 "backward, every rank steps; dp: DataParallel's shape, gather gradients to "
+                 "rank 0, step there, broadcast parameters")
+      ->check(CLI::IsMember({"ddp", "naive", "dp"}))
       ->capture_default_str();
   app.add_option("--bucket-mb", o.bucket_mb, "DDP bucket size in MiB")
       ->check(CLI::Range(1e-6, 1e6))
@@ -150,7 +151,9 @@ void finish_options(Cli& cli) {
   o.shape.widths.push_back(cli.input_dim);
   for (std::size_t width : parse_widths(cli.hidden)) o.shape.widths.push_back(width);
   o.shape.widths.push_back(cli.classes);
-  o.sync = cli.sync == "ddp" ? SyncMode::kDdp : SyncMode::kNaive;
+  o.sync = cli.sync == "ddp"     ? SyncMode::kDdp
+           : cli.sync == "naive" ? SyncMode::kNaive
+                                 : SyncMode::kDp;
   o.optimizer.kind = cli.optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdam;
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
     dtrain::throw_invalid("--checkpoint-every needs --checkpoint-dir");

@@ -20,7 +20,15 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 const char* sync_name(SyncMode mode) {
-  return mode == SyncMode::kDdp ? "ddp" : "naive";
+  switch (mode) {
+    case SyncMode::kDdp:
+      return "ddp";
+    case SyncMode::kNaive:
+      return "naive";
+    case SyncMode::kDp:
+      return "dp";
+  }
+  return "unknown";
 }
 
 HostChannel::HostChannel(bootstrap::Communicator& comm, Engine& engine)
@@ -143,7 +151,7 @@ GradientSync::GradientSync(SyncMode mode, bootstrap::Communicator& comm, Engine&
 }
 
 bool GradientSync::steps_optimizer() const {
-  return mode_ == SyncMode::kDdp || comm_.rank() == 0;
+  return mode_ != SyncMode::kDp || comm_.rank() == 0;
 }
 
 bool GradientSync::staged() const {
@@ -151,7 +159,7 @@ bool GradientSync::staged() const {
 }
 
 LayerReadyFn GradientSync::layer_ready_hook() {
-  if (mode_ == SyncMode::kNaive) return {};
+  if (mode_ != SyncMode::kDdp) return {};
   tracker_.reset();
   return [this](std::size_t layer) { on_layer_ready(layer); };
 }
@@ -180,10 +188,16 @@ void GradientSync::launch(std::size_t bucket) {
 }
 
 void GradientSync::finish_and_step() {
-  if (mode_ == SyncMode::kDdp) {
-    finish_ddp();
-  } else {
-    finish_naive();
+  switch (mode_) {
+    case SyncMode::kDdp:
+      finish_ddp();
+      return;
+    case SyncMode::kNaive:
+      finish_naive();
+      return;
+    case SyncMode::kDp:
+      finish_dp();
+      return;
   }
 }
 
@@ -203,22 +217,52 @@ void GradientSync::finish_ddp() {
   engine_.optimizer_step();
 }
 
+float* GradientSync::gradients_for_communicator() {
+  const std::size_t count = engine_.layout().total();
+  if (!staged()) {
+    engine_.wait_for_compute();
+    return engine_.grads();
+  }
+  engine_.copy_to_host(host_staging_.data(), engine_.grads(), count * sizeof(float));
+  return host_staging_.data();
+}
+
 void GradientSync::finish_naive() {
+  const std::size_t count = engine_.layout().total();
+  const auto start = Clock::now();
+  float* grads = gradients_for_communicator();
+  comm_.all_reduce(grads, grads, count, DataType::kFloat32, ReduceOp::kAvg);
+  comm_.synchronize();
+  if (staged()) engine_.copy_from_host(engine_.grads(), grads, count * sizeof(float));
+  communication_seconds_ += seconds_since(start);
+  engine_.optimizer_step();
+}
+
+void GradientSync::finish_dp() {
   const bool root = comm_.rank() == 0;
   const std::size_t count = engine_.layout().total();
+  const auto ranks = static_cast<std::size_t>(comm_.size());
   auto start = Clock::now();
-  float* grads = engine_.grads();
-  if (staged()) {
-    engine_.copy_to_host(host_staging_.data(), grads, count * sizeof(float));
-    grads = host_staging_.data();
-  } else {
-    engine_.wait_for_compute();
+  const float* grads = gradients_for_communicator();
+  float* gathered = nullptr;
+  if (root && staged()) {
+    host_gathered_.resize(ranks * count);
+    gathered = host_gathered_.data();
+  } else if (root) {
+    gathered = static_cast<float*>(engine_.scratch(ranks * count * sizeof(float)));
   }
-  comm_.reduce(grads, root ? grads : nullptr, count, DataType::kFloat32, ReduceOp::kAvg, 0);
+  comm_.gather(grads, gathered, count, DataType::kFloat32, 0);
   comm_.synchronize();
-  if (root && staged()) engine_.copy_from_host(engine_.grads(), grads, count * sizeof(float));
   communication_seconds_ += seconds_since(start);
-  if (root) engine_.optimizer_step();
+  if (root) {
+    if (staged()) {
+      void* device = engine_.scratch(ranks * count * sizeof(float));
+      engine_.copy_from_host(device, gathered, ranks * count * sizeof(float));
+      gathered = static_cast<float*>(device);
+    }
+    engine_.average_into_grads(gathered, ranks);
+    engine_.optimizer_step();
+  }
   start = Clock::now();
   HostChannel(comm_, engine_).broadcast_floats(engine_.params(), count, 0);
   communication_seconds_ += seconds_since(start);

@@ -7,9 +7,14 @@
 // (test()) after each layer so MPI makes progress; all are waited for before the optimizer.
 // Every rank keeps optimizer state and steps.
 //
-// Naive (SyncMode::kNaive), as torch.nn.DataParallel: after the whole backward, the full
-// gradient is reduced (averaged) onto rank 0, rank 0 alone holds optimizer state and steps,
-// then broadcasts the parameters to every rank.
+// Naive (SyncMode::kNaive): after the whole backward, one all-reduce of the full gradient
+// (no buckets, no overlap); every rank steps. It isolates what DDP's buckets and overlap buy.
+//
+// DP (SyncMode::kDp), the master-device shape of torch.nn.DataParallel: after the whole
+// backward every replica's gradient is gathered to rank 0 (DataParallel's master copies each
+// replica's gradients to itself and adds them), rank 0 averages them, alone holds optimizer
+// state and steps, then broadcasts the parameters (DataParallel replicates the module from the
+// master every step). Rank 0's link carries (size-1) gradients in and out while the others wait.
 
 #include <cstdint>
 #include <memory>
@@ -22,7 +27,7 @@
 
 namespace dtrain::trainer {
 
-enum class SyncMode { kDdp, kNaive };
+enum class SyncMode { kDdp, kNaive, kDp };
 const char* sync_name(SyncMode mode);
 
 // Collectives over host values, staged through engine memory when the backend needs device
@@ -68,6 +73,9 @@ class GradientSync {
   void launch(std::size_t bucket);
   void finish_ddp();
   void finish_naive();
+  void finish_dp();
+  // The gradient in host memory when the communicator needs it there (see staged()).
+  float* gradients_for_communicator();
   bool staged() const;
 
   SyncMode mode_;
@@ -76,7 +84,8 @@ class GradientSync {
   std::vector<Bucket> buckets_;
   BucketTracker tracker_;
   std::vector<std::unique_ptr<bootstrap::Request>> in_flight_;
-  std::vector<float> host_staging_;  // device engine + host backend only
+  std::vector<float> host_staging_;   // device engine + host backend only
+  std::vector<float> host_gathered_;  // the same, dp on rank 0: every rank's gradient
   double communication_seconds_ = 0;
 };
 

@@ -225,7 +225,7 @@ TrainResult train(const TrainerOptions& options, bootstrap::Communicator& comm, 
     my_ranks.push_back(static_cast<std::uint64_t>(rank));
   }
 
-  const bool holds_optimizer = options.sync == SyncMode::kDdp || rank == 0;
+  const bool holds_optimizer = options.sync != SyncMode::kDp || rank == 0;
   if (holds_optimizer) engine.enable_optimizer(options.optimizer);
   const auto bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
   GradientSync sync(options.sync, comm, engine, std::max<std::size_t>(bucket_bytes, 1));

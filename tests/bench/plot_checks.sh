@@ -119,7 +119,8 @@ EOF
       --plot "$work/scaling.svg" >"$work/out" 2>&1 ||
       { cat "$work/out" >&2; fail "scaling_figures.sh exited with $?"; }
     contains "$work/out" "# chart: $work/scaling.svg"
-    for label in ddp naive "ddp ideal (1-rank median x ranks)"; do
+    contains "$work/out" "DDP/dp throughput at 8 ranks:"
+    for label in ddp naive dp "ddp ideal (1-rank median x ranks)"; do
       contains "$work/scaling.svg" ">$label<"
     done
     render "$work/scaling.svg"

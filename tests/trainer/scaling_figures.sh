@@ -10,11 +10,15 @@ Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [--plot FILE.
 
 Runs dtrain-trainer with srun --distributed-train --mpi=pmix on the local cluster of
 slurm/local/cluster.sh (source its env.sh first; spank_dtrain.so must be in its plugstack.conf):
-  DDP on 1, 2, 4 and 8 ranks (-N1 -n1, -N2 -n2, -N4 -n4, -N4 -n8) and naive sync on 8 ranks,
-each configuration N times, round-robin so that a change in machine load spreads over all of
-them. Prints every command, each run's figures, and a table of medians: samples/s, scaling
-efficiency against the 1-rank median, the DDP/naive ratio at 8 ranks, and the peak RSS of
-rank 0 and rank 1 (naive sync keeps the optimizer state on rank 0 only).
+  DDP on 1 rank (-N1 -n1), and DDP, naive and dp sync on 2, 4 and 8 ranks (-N2 -n2, -N4 -n4,
+  -N4 -n8), each configuration N times, round-robin so that a change in machine load spreads
+  over all of them. Prints every command, each run's figures, and a table of medians:
+samples/s, scaling efficiency against the 1-rank median, the step time split into compute,
+communication and idle (means over the ranks), the peak RSS of rank 0 and rank 1 (dp keeps the
+optimizer state on rank 0 only), and the DDP/naive and DDP/dp throughput ratios at 8 ranks.
+Idle is the time a rank waits in a collective because another rank is still computing (the
+slowest rank's compute minus its own, e.g. rank 0's gradient sum and optimizer step under dp),
+plus the trainer's own idle (logging); communication is the rest of the time in collectives.
 
 Options:
   --trainer PATH   dtrain-trainer to run (default: \$DTRAIN_TRAINER, else <repo>/build/src/trainer/dtrain-trainer)
@@ -90,7 +94,10 @@ work_dir=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" scaling.XXXXXX)
 trap 'rm -rf -- "$work_dir"' EXIT
 
 # name ranks nodes sync
-readonly configs=("ddp-1 1 1 ddp" "ddp-2 2 2 ddp" "ddp-4 4 4 ddp" "ddp-8 8 4 ddp" "naive-8 8 4 naive")
+readonly configs=("ddp-1 1 1 ddp"
+  "ddp-2 2 2 ddp" "naive-2 2 2 naive" "dp-2 2 2 dp"
+  "ddp-4 4 4 ddp" "naive-4 4 4 naive" "dp-4 4 4 dp"
+  "ddp-8 8 4 ddp" "naive-8 8 4 naive" "dp-8 8 4 dp")
 
 command_for() {
   local ranks="$1" nodes="$2" sync="$3" json="$4"
@@ -133,6 +140,20 @@ done
 python3 - "$work_dir" "$repeats" "${plot:+$work_dir/plot.json}" "${configs[@]}" <<'EOF'
 import json, statistics, sys
 work_dir, repeats, plot_json, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+
+def split(doc):
+    """Mean over the ranks of (compute, communication, idle) in ms per step. A rank's wait for
+    the slowest rank's compute is moved from communication to idle."""
+    ranks = doc["ranks"]
+    slowest = max(r["compute_ms_per_step"] for r in ranks)
+    parts = [0.0, 0.0, 0.0]
+    for r in ranks:
+        wait = min(slowest - r["compute_ms_per_step"], r["communication_ms_per_step"])
+        parts[0] += r["compute_ms_per_step"]
+        parts[1] += r["communication_ms_per_step"] - wait
+        parts[2] += wait + r["idle_ms_per_step"]
+    return [p / len(ranks) for p in parts]
+
 rows = {}
 for config in configs:
     name, ranks, nodes, sync = config.split()
@@ -140,24 +161,31 @@ for config in configs:
     def median(key):
         values = [d[key] for d in docs if d.get(key) is not None]
         return statistics.median(values) if values else None
+    splits = [split(d) for d in docs]
     rows[name] = dict(ranks=int(ranks), nodes=int(nodes), sync=sync,
                       samples=median("samples_per_sec"),
                       runs=[d["samples_per_sec"] for d in docs],
-                      step_ms=median("step_ms"), comm=median("communication_share"),
+                      step_ms=median("step_ms"),
+                      split=[statistics.median(s[k] for s in splits) for k in range(3)],
                       rss0=median("peak_rss_kib_rank0"), rss1=median("peak_rss_kib_rank1"),
                       model=docs[0]["model"], batch=docs[0]["global_batch"] // int(ranks))
 first = next(iter(rows.values()))
-print(f"\nmodel {first['model']}, batch {first['batch']} per rank, medians of {repeats} run(s)")
+print(f"\nmodel {first['model']}, batch {first['batch']} per rank, medians of {repeats} run(s); "
+      "compute/comm/idle: ms per step, mean over the ranks")
 print(f"{'config':8} {'ranks':>5} {'nodes':>5} {'samples/s':>10} {'efficiency':>10} "
-      f"{'step ms':>8} {'comm':>6} {'RSS r0 MiB':>10} {'RSS r1 MiB':>10}  all runs (samples/s)")
+      f"{'step ms':>8} {'compute':>8} {'comm':>8} {'idle':>8} {'RSS r0 MiB':>10} {'RSS r1 MiB':>10}"
+      "  all runs (samples/s)")
 base = rows["ddp-1"]["samples"]
 for name, r in rows.items():
     efficiency = r["samples"] / (base * r["ranks"])
     rss1 = f"{r['rss1'] / 1024:10.1f}" if r["rss1"] is not None else f"{'-':>10}"
+    compute, comm, idle = r["split"]
     print(f"{name:8} {r['ranks']:5} {r['nodes']:5} {r['samples']:10.1f} {100 * efficiency:9.1f}% "
-          f"{r['step_ms']:8.2f} {100 * r['comm']:5.1f}% {r['rss0'] / 1024:10.1f} {rss1}  "
-          + ", ".join(f"{v:.1f}" for v in r["runs"]))
-print(f"DDP/naive throughput at 8 ranks: {rows['ddp-8']['samples'] / rows['naive-8']['samples']:.3f}")
+          f"{r['step_ms']:8.2f} {compute:8.2f} {comm:8.2f} {idle:8.2f} {r['rss0'] / 1024:10.1f} "
+          f"{rss1}  " + ", ".join(f"{v:.1f}" for v in r["runs"]))
+for other in ("naive", "dp"):
+    print(f"DDP/{other} throughput at 8 ranks: "
+          f"{rows['ddp-8']['samples'] / rows[other + '-8']['samples']:.3f}")
 if plot_json:
     # The table's medians as a dtrain-plot series file (src/bench/plot_input.hpp).
     syncs = []

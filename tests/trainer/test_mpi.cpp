@@ -1,5 +1,5 @@
 // dtrain-trainer under mpirun on loopback (no Slurm): DDP on 4 ranks equals the single-process
-// reference, naive equals DDP, every rank agrees on the parameter hash, and a run resumed from
+// reference, naive and dp (MPI_Gather to rank 0) equal DDP, every rank agrees on the parameter hash, and a run resumed from
 // a checkpoint ends bitwise where an uninterrupted one does.
 
 #include <gtest/gtest.h>
@@ -87,13 +87,16 @@ TEST_F(MpiTrainer, DdpOnFourRanksEqualsTheSingleProcessReference) {
   EXPECT_LT(max_abs_difference(params("ddp.dtc"), params("ref.dtc")), 1e-4);
 }
 
-TEST_F(MpiTrainer, NaiveEqualsDdp) {
+TEST_F(MpiTrainer, NaiveAndDpEqualDdp) {
   const ToolRun ddp = run(4, kModel + " --bucket-mb 0.002 --save-params " + path("ddp.dtc"));
   ASSERT_EQ(ddp.status, 0) << ddp.output;
-  const ToolRun naive = run(4, kModel + " --sync naive --save-params " + path("naive.dtc"));
-  ASSERT_EQ(naive.status, 0) << naive.output;
-  EXPECT_NE(agreed_hash(naive, 4), "") << naive.output;
-  EXPECT_LT(max_abs_difference(params("ddp.dtc"), params("naive.dtc")), 1e-4);
+  for (const std::string sync : {"naive", "dp"}) {
+    const ToolRun other =
+        run(4, kModel + " --sync " + sync + " --save-params " + path(sync + ".dtc"));
+    ASSERT_EQ(other.status, 0) << other.output;
+    EXPECT_NE(agreed_hash(other, 4), "") << other.output;
+    EXPECT_LT(max_abs_difference(params("ddp.dtc"), params(sync + ".dtc")), 1e-4) << sync;
+  }
 }
 
 TEST_F(MpiTrainer, ResumeEndsBitwiseWhereAnUninterruptedRunEnds) {

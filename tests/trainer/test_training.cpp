@@ -1,5 +1,5 @@
 // The training loop end to end over the in-process communicator: DDP against the
-// single-process reference, naive against DDP, hash agreement, and resume equivalence.
+// single-process reference, naive and dp against DDP, hash agreement, and resume equivalence.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -109,16 +109,34 @@ TEST(Training, DdpMatchesTheSingleProcessReference) {
   EXPECT_LT(max_abs_difference(ddp[0].params, alone[0].params), 1e-4);
 }
 
-TEST(Training, NaiveMatchesDdp) {
+// naive and dp move the same gradients by other routes (one all-reduce; a gather to rank 0,
+// which alone steps, then a broadcast), so every rank must end where DDP ends.
+class EverySyncMode : public ::testing::TestWithParam<SyncMode> {};
+
+TEST_P(EverySyncMode, MatchesDdpAndTheSingleProcessReference) {
   TrainerOptions o = small_options();
   o.optimizer.kind = OptimizerKind::kAdam;
   o.optimizer.learning_rate = 0.01;
   const auto ddp = train_on(3, o);
-  o.sync = SyncMode::kNaive;
-  const auto naive = train_on(3, o);
-  for (const RankOutcome& r : naive) EXPECT_TRUE(r.result.hashes_agree);
-  EXPECT_LT(max_abs_difference(ddp[0].params, naive[0].params), 1e-4);
+  TrainerOptions reference = o;
+  reference.reference_ranks = 3;
+  const auto single = train_on(1, reference);
+  o.sync = GetParam();
+  const auto other = train_on(3, o);
+  for (const RankOutcome& r : other) {
+    EXPECT_TRUE(r.result.hashes_agree);
+    EXPECT_EQ(r.result.summary.sync, sync_name(GetParam()));
+  }
+  EXPECT_LT(max_abs_difference(ddp[0].params, other[0].params), 1e-4);
+  EXPECT_LT(max_abs_difference(single[0].params, other[0].params), 1e-4);
+  EXPECT_NEAR(other[0].result.summary.eval_loss, single[0].result.summary.eval_loss, 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Training, EverySyncMode,
+                         ::testing::Values(SyncMode::kNaive, SyncMode::kDp),
+                         [](const ::testing::TestParamInfo<SyncMode>& info) {
+                           return std::string(sync_name(info.param));
+                         });
 
 TEST(Training, ResumedRunEqualsUninterruptedBitwise) {
   TrainerOptions o = small_options();

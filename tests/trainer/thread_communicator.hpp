@@ -89,6 +89,14 @@ class ThreadCommunicator final : public bootstrap::Communicator {
                reduce_into(all, out, count, type, op);
              });
   }
+  void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override {
+    const std::size_t bytes = count * width(type);
+    exchange(send, rank_ == root ? recv : nullptr, bytes * static_cast<std::size_t>(size()),
+             [&](const std::vector<const void*>& all, std::byte* out) {
+               for (std::size_t r = 0; r < all.size(); ++r)
+                 std::memcpy(out + r * bytes, all[r], bytes);
+             });
+  }
   void all_to_all(const void* send, void* recv, std::size_t count, DataType type) override {
     const std::size_t bytes = count * width(type);
     exchange(send, recv, bytes * static_cast<std::size_t>(size()),
