@@ -154,15 +154,22 @@ class Bootstrapper {
 
     // Arrival first, on MPI_COMM_WORLD: creating our own communicator is itself collective
     // and could not say who is missing.
+    const auto arrival_started = Clock::now();
     wait_for_arrival();
     MPI_Request dup;
     MPI_Comm_idup(MPI_COMM_WORLD, &boot_, &dup);
     wait_or_abort({&dup, 1}, "duplicating MPI_COMM_WORLD");
     MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
     const auto checks_started = Clock::now();
+    timings_.arrival = seconds_between(arrival_started, checks_started);
     place_on_node();
+    const auto exchange_started = Clock::now();
+    timings_.placement = seconds_between(checks_started, exchange_started);
     gather_records();
+    const auto verdict_started = Clock::now();
+    timings_.exchange = seconds_between(exchange_started, verdict_started);
     check_agreement();
+    timings_.verdict = seconds_between(verdict_started, Clock::now());
     timings_.checks = seconds_between(checks_started, Clock::now());
 
     const auto preflight_started = Clock::now();

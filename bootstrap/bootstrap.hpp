@@ -40,9 +40,13 @@ struct BootstrapConfig {
   std::optional<bool> keep_freed_memory;
 };
 
-struct BootstrapTimings {  // seconds, this rank
+struct BootstrapTimings {  // seconds, this rank; total is the sum of the phases
   double mpi_init = 0;
-  double checks = 0;  // environment, endpoint list and fingerprint exchange
+  double arrival = 0;    // every rank arrived, and MPI_Comm_idup
+  double checks = 0;     // placement + exchange + verdict:
+  double placement = 0;  // MPI_Comm_split_type
+  double exchange = 0;   // this rank's record (fingerprint included), gathered and broadcast
+  double verdict = 0;    // the checks on the records, the endpoint list compared with rank 0's
   double preflight = 0;
   double communicator = 0;
   double total = 0;

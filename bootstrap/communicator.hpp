@@ -49,8 +49,7 @@ class Communicator {
                       int root) = 0;
   // Every rank sends `count` elements; root receives count*size, rank-major (recv is ignored
   // elsewhere and may be null).
-  virtual void gather(const void* send, void* recv, std::size_t count, DataType type,
-                      int root) = 0;
+  virtual void gather(const void* send, void* recv, std::size_t count, DataType type, int root) = 0;
   // Each rank sends `count` elements to every rank (send and recv hold count*size).
   virtual void all_to_all(const void* send, void* recv, std::size_t count, DataType type) = 0;
   // Ring exchange: send to (rank+1)%size, receive from (rank-1+size)%size.

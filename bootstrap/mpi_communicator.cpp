@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bootstrap/half.hpp"
 #include "core/error.hpp"
@@ -117,8 +119,14 @@ void divide_in_place(void* data, std::size_t count, DataType type, int divisor) 
 
 class MpiRequest final : public Request {
  public:
-  MpiRequest(MPI_Request request, void* recv, std::size_t count, DataType type, int divisor)
-      : request_(request), recv_(recv), count_(count), type_(type), divisor_(divisor) {}
+  MpiRequest(MPI_Request request, void* recv, std::size_t count, DataType type, int divisor,
+             std::vector<std::byte> send_copy = {})
+      : request_(request),
+        recv_(recv),
+        count_(count),
+        type_(type),
+        divisor_(divisor),
+        send_copy_(std::move(send_copy)) {}
   ~MpiRequest() override {
     if (!done_) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
@@ -145,6 +153,7 @@ class MpiRequest final : public Request {
   std::size_t count_;
   DataType type_;
   int divisor_;
+  std::vector<std::byte> send_copy_;  // must outlive the request
   bool done_ = false;
 };
 
@@ -186,12 +195,21 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Request> all_reduce_async(const void* send, void* recv, std::size_t count,
                                             DataType type, ReduceOp op) override {
+    // Open MPI's libnbc runs every in-place MPI_Iallreduce as a binomial reduce + broadcast,
+    // which sends log2(size) whole buffers through rank 0's link; with a separate send buffer
+    // it picks reduce-scatter + all-gather (or a ring). A copy of the buffer costs far less.
+    std::vector<std::byte> send_copy;
+    if (send == recv && size_ > 1) {
+      const auto* first = static_cast<const std::byte*>(send);
+      send_copy.assign(first, first + count * type_size(type));
+      send = send_copy.data();
+    }
     MPI_Request request;
     check_mpi(MPI_Iallreduce(in_place_if(send == recv, send), recv, mpi_count(count),
                              mpi_type(type), mpi_op(type, op), comm_, &request),
               "MPI_Iallreduce");
     return std::make_unique<MpiRequest>(request, recv, count, type,
-                                        op == ReduceOp::kAvg ? size_ : 1);
+                                        op == ReduceOp::kAvg ? size_ : 1, std::move(send_copy));
   }
 
   void all_gather(const void* send, void* recv, std::size_t count, DataType type) override {

@@ -5,7 +5,8 @@
 // Breakdown of a step's wall time:
 //   compute        forward, backward, optimizer, batch generation (rank-local work)
 //   communication  time blocked in collectives: launching, waiting for the gradient buckets,
-//                  the naive all-reduce, dp's gather/broadcast, the loss all-reduce of a log interval
+//                  the naive all-reduce, dp's gather/broadcast, the loss all-reduce of a log
+//                  interval
 //   idle           the rest: checkpoint writing and its barrier, logging
 
 #include <cstdint>

@@ -5,8 +5,8 @@ set -euo pipefail
 
 usage() {
   cat <<EOF
-Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [--plot FILE.svg]
-         [--plotter PATH] [-- TRAINER FLAGS...]
+Usage: $(basename "$0") [--trainer PATH] [--repeats N] [--steps N] [--link-rate RATE]
+         [--plot FILE.svg] [--plotter PATH] [-- TRAINER FLAGS...]
 
 Runs dtrain-trainer with srun --distributed-train --mpi=pmix on the local cluster of
 slurm/local/cluster.sh (source its env.sh first; spank_dtrain.so must be in its plugstack.conf):
@@ -24,6 +24,11 @@ Options:
   --trainer PATH   dtrain-trainer to run (default: \$DTRAIN_TRAINER, else <repo>/build/src/trainer/dtrain-trainer)
   --repeats N      runs per configuration (default: 3)
   --steps N        training steps per run (default: 40)
+  --link-rate RATE give every node's link this bandwidth in each direction while the runs last
+                   (tc's rate syntax: 1gbit, 500mbit; needs root): a token-bucket filter on both
+                   ends of each node's veth pair, as a switch port of that speed would. Without
+                   it every "link" is a memory copy on the same CPUs, so no node's link can be
+                   a bottleneck (such as rank 0's under dp); the filters are removed on exit
   --plot FILE.svg  also draw the medians as a chart: samples/s against ranks, one line per sync
                    mode, and DDP's ideal (its 1-rank median times the ranks), dashed
   --plotter PATH   dtrain-plot to draw it with (default: \$DTRAIN_PLOT, else dtrain-plot beside
@@ -43,17 +48,19 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 trainer="${DTRAIN_TRAINER:-$repo_root/build/src/trainer/dtrain-trainer}"
 repeats=3
 steps=40
+link_rate=""
 plot=""
 plotter="${DTRAIN_PLOT:-}"
 extra=()
 while (($#)); do
   case "$1" in
-    --trainer | --repeats | --steps | --plot | --plotter)
+    --trainer | --repeats | --steps | --link-rate | --plot | --plotter)
       (($# >= 2)) || fail "option $1 needs a value; see --help"
       case "$1" in
         --trainer) trainer="$2" ;;
         --repeats) repeats="$2" ;;
         --steps) steps="$2" ;;
+        --link-rate) link_rate="$2" ;;
         --plot) plot="$2" ;;
         --plotter) plotter="$2" ;;
       esac
@@ -91,7 +98,47 @@ export OMPI_MCA_mpi_yield_when_idle=1
 
 # Every node has a private /tmp; the JSON files go where all of them and this shell can write.
 work_dir=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" scaling.XXXXXX)
-trap 'rm -rf -- "$work_dir"' EXIT
+shaped=()  # "NETNS DEVICE" per filter; NETNS "-" is the host
+remove_link_limits() {
+  local entry ns dev
+  for entry in "${shaped[@]}"; do
+    read -r ns dev <<<"$entry"
+    if [[ $ns == - ]]; then
+      tc qdisc del dev "$dev" root 2>/dev/null || true
+    else
+      ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+    fi
+  done
+}
+trap 'remove_link_limits; rm -rf -- "$work_dir"' EXIT
+
+# The cluster's bridge is the one whose alias is its state directory (slurm/local/cluster.sh);
+# its ports dtrainInK face nodeK's eth0 in the namespace dtrainI-nodeK.
+limit_links() {
+  [[ "$link_rate" =~ ^[1-9][0-9]*(\.[0-9]+)?([kmg]?bit|[kmg]?bps)$ ]] ||
+    fail "--link-rate '$link_rate' is not a rate like 1gbit or 500mbit"
+  command -v tc >/dev/null || fail "--link-rate needs tc (Debian package iproute2)"
+  local state bridge alias port node ns
+  state=$(cd "$DTRAIN_CLUSTER_DIR" && pwd -P)
+  for alias in /sys/class/net/dtrain*/ifalias; do
+    [[ -r $alias && $(<"$alias") == "$state" ]] && bridge=$(basename "$(dirname "$alias")")
+  done
+  [[ -n "${bridge:-}" ]] || fail "--link-rate: no bridge of the cluster in $state (is it up?)"
+  for port in /sys/class/net/"$bridge"n[0-9]*; do
+    port=$(basename "$port")
+    node=node${port##*n}
+    ns="$bridge-$node"
+    # burst: at least one GSO segment (64 KiB) so that no packet is larger than the bucket.
+    tc qdisc replace dev "$port" root tbf rate "$link_rate" burst 256kb latency 100ms ||
+      fail "--link-rate: tc could not shape $port (needs root)"
+    shaped+=("- $port")
+    ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$link_rate" burst 256kb \
+      latency 100ms || fail "--link-rate: tc could not shape eth0 of $ns"
+    shaped+=("$ns eth0")
+  done
+  echo "# links: every node's link limited to $link_rate each way (tc tbf on $bridge's ports and the nodes' eth0)"
+}
+[[ -z "$link_rate" ]] || limit_links
 
 # name ranks nodes sync
 readonly configs=("ddp-1 1 1 ddp"

@@ -134,8 +134,8 @@ TEST_P(EverySyncMode, MatchesDdpAndTheSingleProcessReference) {
 
 INSTANTIATE_TEST_SUITE_P(Training, EverySyncMode,
                          ::testing::Values(SyncMode::kNaive, SyncMode::kDp),
-                         [](const ::testing::TestParamInfo<SyncMode>& info) {
-                           return std::string(sync_name(info.param));
+                         [](const ::testing::TestParamInfo<SyncMode>& mode) {
+                           return std::string(sync_name(mode.param));
                          });
 
 TEST(Training, ResumedRunEqualsUninterruptedBitwise) {
