@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "bootstrap/deadline.hpp"
@@ -131,6 +132,9 @@ class Bootstrapper {
     watchdog_.set_phase(kMpiInitPhase);
     read_plugin_env();
     if (config_.preflight) listen_before_mpi_init();
+    // Hashing the executable and asking CUDA for its versions and devices (which starts the
+    // CUDA driver on a GPU node) need no MPI: they run while MPI_Init waits for the others.
+    fingerprint_ = std::async(std::launch::async, collect_fingerprint);
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (initialised) {
@@ -152,25 +156,21 @@ class Bootstrapper {
                    provided, wanted);
     }
 
-    // Arrival first, on MPI_COMM_WORLD: creating our own communicator is itself collective
-    // and could not say who is missing.
-    const auto arrival_started = Clock::now();
-    wait_for_arrival();
-    MPI_Request dup;
-    MPI_Comm_idup(MPI_COMM_WORLD, &boot_, &dup);
-    wait_or_abort({&dup, 1}, "duplicating MPI_COMM_WORLD");
+    // Arrival first: any collective could hang on a missing rank without saying which.
+    // The bootstrap's own collectives run on MPI_COMM_WORLD, which nobody else uses before
+    // init() returns: a duplicate would cost a context-id agreement (several all-reduces).
+    boot_ = MPI_COMM_WORLD;
+    MPI_Comm_get_errhandler(boot_, &saved_errhandler_);
     MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
-    const auto checks_started = Clock::now();
-    timings_.arrival = seconds_between(arrival_started, checks_started);
-    place_on_node();
-    const auto exchange_started = Clock::now();
-    timings_.placement = seconds_between(checks_started, exchange_started);
-    gather_records();
+    const auto arrival_started = Clock::now();
+    exchange_records();
+    const auto placement_started = Clock::now();
+    timings_.arrival = seconds_between(arrival_started, placement_started);
+    place_ranks_on_nodes();
     const auto verdict_started = Clock::now();
-    timings_.exchange = seconds_between(exchange_started, verdict_started);
+    timings_.placement = seconds_between(placement_started, verdict_started);
     check_agreement();
     timings_.verdict = seconds_between(verdict_started, Clock::now());
-    timings_.checks = seconds_between(checks_started, Clock::now());
 
     const auto preflight_started = Clock::now();
     if (config_.preflight) run_preflight();
@@ -179,7 +179,7 @@ class Bootstrapper {
     const auto comm_started = Clock::now();
     auto comm = make_communicator();
     timings_.communicator = seconds_between(comm_started, Clock::now());
-    MPI_Comm_free(&boot_);
+    release_boot_comm();
     watchdog_.stop();
     timings_.total = seconds_between(started_, Clock::now());
     return std::make_unique<SessionImpl>(std::move(comm), rank_, size_, placement_.local_rank,
@@ -273,56 +273,52 @@ class Bootstrapper {
 
   // Rank 0 counts arrivals one by one so that a timeout can name the ranks that never came.
   // All of these requests complete before init() returns, so the tag never meets user traffic.
-  void wait_for_arrival() {
-    watchdog_.set_phase("waiting for all ranks to arrive");
-    std::vector<MPI_Request> requests(1);
-    std::vector<int> tokens(static_cast<std::size_t>(size_), -1);
-    MPI_Ibarrier(MPI_COMM_WORLD, &requests[0]);
-    if (rank_ == 0) {
-      for (int r = 1; r < size_; ++r) {
-        requests.emplace_back();
-        MPI_Irecv(&tokens[static_cast<std::size_t>(r)], 1, MPI_INT, r, kArrivalTag, MPI_COMM_WORLD,
-                  &requests.back());
-      }
-    } else {
-      requests.emplace_back();
-      MPI_Isend(&rank_, 1, MPI_INT, 0, kArrivalTag, MPI_COMM_WORLD, &requests.back());
-    }
-    wait_or_abort(requests, "waiting for all ranks to start the bootstrap", [&]() -> std::string {
-      if (rank_ != 0) return " (rank 0 names the ranks that are missing)";
-      std::vector<int> missing;
-      for (int r = 1; r < size_; ++r) {
-        if (tokens[static_cast<std::size_t>(r)] != r) missing.push_back(r);
-      }
-      return missing.empty()
-                 ? std::string(" (every rank checked in, but the barrier did not finish)")
-                 : (missing.size() == 1 ? "; rank " : "; ranks ") + format_rank_set(missing) +
-                       " never arrived (died, or stuck before dtrain's bootstrap)";
-    });
+  // Which ranks share a node, as MPI sees it: from the launcher's node names in the records
+  // when every rank has one (no communication), else MPI_Comm_split_type and a second exchange.
+  // Every rank holds the same records, so all take the same branch.
+  void place_ranks_on_nodes() {
+    auto placements = placement_from_launcher_nodes(records_);
+    if (!placements) placements = placements_from_split_type();
+    for (std::size_t r = 0; r < records_.size(); ++r) records_[r].mpi = (*placements)[r];
+    placement_ = records_[static_cast<std::size_t>(rank_)].mpi;
   }
 
-  void place_on_node() {
+  std::vector<MpiPlacement> placements_from_split_type() {
     watchdog_.set_phase("MPI_Comm_split_type");
     MPI_Comm node;
+    MpiPlacement mine;
     MPI_Comm_split_type(boot_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-    placement_.rank = rank_;
-    placement_.size = size_;
-    MPI_Comm_rank(node, &placement_.local_rank);
-    MPI_Comm_size(node, &placement_.local_size);
+    mine.rank = rank_;
+    mine.size = size_;
+    MPI_Comm_rank(node, &mine.local_rank);
+    MPI_Comm_size(node, &mine.local_size);
     MPI_Group node_group, world_group;
     MPI_Comm_group(node, &node_group);
     MPI_Comm_group(boot_, &world_group);
     const int first = 0;
-    MPI_Group_translate_ranks(node_group, 1, &first, world_group, &placement_.node_leader);
+    MPI_Group_translate_ranks(node_group, 1, &first, world_group, &mine.node_leader);
     MPI_Group_free(&node_group);
     MPI_Group_free(&world_group);
     MPI_Comm_free(&node);
+    const int fields[5] = {mine.rank, mine.size, mine.local_rank, mine.local_size,
+                           mine.node_leader};
+    std::vector<int> all(5 * static_cast<std::size_t>(size_));
+    allgather_through_root(fields, static_cast<int>(sizeof fields), all.data(), boot_,
+                           deadline_waiter(), "exchanging the ranks' node placement");
+    std::vector<MpiPlacement> placements;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
+      const int* f = all.data() + 5 * r;
+      placements.push_back({f[0], f[1], f[2], f[3], f[4]});
+    }
+    return placements;
   }
 
   RankRecord build_record() {
     RankRecord me;
-    me.mpi = placement_;
+    me.mpi.rank = rank_;  // the rest of the placement is known once all records are in
+    me.mpi.size = size_;
     me.hostname = host_;
+    if (const char* node = std::getenv("PMIX_HOSTNAME")) me.launcher_node = node;
     std::vector<std::string> problems;
     if (env_error_) problems.push_back(*env_error_);
     for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
@@ -332,7 +328,7 @@ class Bootstrapper {
     }
     me.env = env_;
     me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
-    me.fingerprint = collect_fingerprint();
+    me.fingerprint = fingerprint_.get();
     // Found here rather than at communicator creation, so that every rank fails together
     // instead of the others waiting for NCCL until the deadline.
     if (config_.backend == Backend::kNccl) {
@@ -365,13 +361,48 @@ class Bootstrapper {
     return me;
   }
 
-  void gather_records() {
-    watchdog_.set_phase("exchanging bootstrap records");
+  // Arrival and the first exchange in one: every rank sends its record to rank 0, which can
+  // name the ranks whose record never came, then broadcasts all of them. (Open MPI's
+  // MPI_Iallgather is linear and would leave every rank with a TCP connection to every other,
+  // which each later progress call polls.)
+  void exchange_records() {
+    watchdog_.set_phase("waiting for all ranks to arrive");
     const std::vector<char> mine = encode_record(build_record());
-    std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_));
-    allgather_through_root(mine.data(), static_cast<int>(kRecordBytes), all.data(), boot_,
-                           deadline_waiter(),
-                           "exchanging bootstrap records (a rank died after arriving?)");
+    std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_), '\0');
+    std::vector<MPI_Request> requests;
+    if (rank_ == 0) {
+      std::memcpy(all.data(), mine.data(), kRecordBytes);
+      for (int r = 1; r < size_; ++r) {
+        requests.emplace_back();
+        MPI_Irecv(all.data() + kRecordBytes * static_cast<std::size_t>(r),
+                  static_cast<int>(kRecordBytes), MPI_CHAR, r, kArrivalTag, boot_,
+                  &requests.back());
+      }
+    } else {
+      requests.emplace_back();
+      MPI_Isend(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, 0, kArrivalTag, boot_,
+                &requests.back());
+    }
+    // A record is JSON, so a received one never starts with the zero byte it was cleared to.
+    wait_or_abort(requests, "waiting for all ranks to start the bootstrap", [&]() -> std::string {
+      if (rank_ != 0) return " (rank 0 names the ranks that are missing)";
+      std::vector<int> missing;
+      for (int r = 1; r < size_; ++r) {
+        if (all[kRecordBytes * static_cast<std::size_t>(r)] == '\0') missing.push_back(r);
+      }
+      return missing.empty()
+                 ? std::string(" (every record came, but not every receive finished)")
+                 : (missing.size() == 1 ? "; rank " : "; ranks ") + format_rank_set(missing) +
+                       " never arrived (died, or stuck before dtrain's bootstrap)";
+    });
+    if (size_ > 1) {
+      MPI_Request broadcast;
+      MPI_Ibcast(all.data(), static_cast<int>(all.size()), MPI_CHAR, 0, boot_, &broadcast);
+      wait_or_abort({&broadcast, 1}, "waiting for all ranks to start the bootstrap",
+                    [&]() -> std::string {
+                      return rank_ == 0 ? "" : " (rank 0 names the ranks that are missing)";
+                    });
+    }
     std::vector<std::string> unreadable;
     for (int r = 0; r < size_; ++r) {
       try {
@@ -531,6 +562,14 @@ class Bootstrapper {
     return make_nccl_communicator(setup);
   }
 
+  // Gives MPI_COMM_WORLD back with the error handler it had.
+  void release_boot_comm() {
+    if (boot_ == MPI_COMM_NULL) return;
+    MPI_Comm_set_errhandler(boot_, saved_errhandler_);
+    MPI_Errhandler_free(&saved_errhandler_);
+    boot_ = MPI_COMM_NULL;
+  }
+
   // Every rank reaches the same verdict from the same gathered data, so all of them finalise
   // MPI and throw; rank 0 carries the full report.
   [[noreturn]] void fail_together(ErrorKind kind, const std::string& full,
@@ -542,7 +581,7 @@ class Bootstrapper {
       std::fprintf(stderr, "dtrain: %s: %s\n", who_.c_str(), full.c_str());
       std::fflush(stderr);
     }
-    MPI_Comm_free(&boot_);
+    release_boot_comm();
     watchdog_.set_phase("MPI_Finalize after a failed bootstrap");
     MPI_Finalize();
     throw Error(kind, who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : summary));
@@ -557,6 +596,8 @@ class Bootstrapper {
   Watchdog watchdog_;
   std::string who_;
   MPI_Comm boot_ = MPI_COMM_NULL;
+  MPI_Errhandler saved_errhandler_ = MPI_ERRHANDLER_NULL;
+  std::future<Fingerprint> fingerprint_;
   int rank_ = -1;
   int size_ = 0;
   MpiPlacement placement_;

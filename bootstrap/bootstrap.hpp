@@ -42,10 +42,8 @@ struct BootstrapConfig {
 
 struct BootstrapTimings {  // seconds, this rank; total is the sum of the phases
   double mpi_init = 0;
-  double arrival = 0;    // every rank arrived, and MPI_Comm_idup
-  double checks = 0;     // placement + exchange + verdict:
-  double placement = 0;  // MPI_Comm_split_type
-  double exchange = 0;   // this rank's record (fingerprint included), gathered and broadcast
+  double arrival = 0;    // this rank's record to rank 0, every record back (all ranks arrived)
+  double placement = 0;  // which ranks share a node (MPI_Comm_split_type only without PMIx)
   double verdict = 0;    // the checks on the records, the endpoint list compared with rank 0's
   double preflight = 0;
   double communicator = 0;

@@ -24,7 +24,7 @@ constexpr const char* kNumericVariables[] = {"DTRAIN_RANK",       "DTRAIN_WORLD_
                                              "DTRAIN_LOCAL_RANK", "DTRAIN_LOCAL_WORLD_SIZE",
                                              "DTRAIN_NODE_RANK",  "DTRAIN_NNODES"};
 constexpr int kMaxRanks = 1 << 24;
-constexpr std::uint32_t kRecordMagic = 0x64747231;  // "dtr1"
+constexpr std::uint32_t kRecordMagic = 0x64747232;  // "dtr2"
 
 int parse_int_variable(const std::string& name, const std::string& value) {
   return static_cast<int>(core::parse_unsigned(value, name, 0, kMaxRanks));
@@ -184,6 +184,7 @@ std::vector<char> encode_record(const RankRecord& record) {
        {record.mpi.rank, record.mpi.size, record.mpi.local_rank, record.mpi.local_size,
         record.mpi.node_leader}},
       {"host", clip(record.hostname, 128)},
+      {"node", clip(record.launcher_node, 64)},
       {"env",
        {record.env.present, record.env.rank, record.env.world_size, record.env.local_rank,
         record.env.local_world_size, record.env.node_rank, record.env.nnodes}},
@@ -221,6 +222,7 @@ RankRecord decode_record(const char* data, std::size_t size, int from_rank) {
     const auto& mpi = json.at("mpi");
     record.mpi = {mpi.at(0), mpi.at(1), mpi.at(2), mpi.at(3), mpi.at(4)};
     record.hostname = json.at("host");
+    record.launcher_node = json.at("node");
     const auto& env = json.at("env");
     record.env.present = env.at(0);
     record.env.rank = env.at(1);
@@ -241,6 +243,23 @@ RankRecord decode_record(const char* data, std::size_t size, int from_rank) {
   } catch (const std::exception&) {
     throw incompatible();
   }
+}
+
+std::optional<std::vector<MpiPlacement>> placement_from_launcher_nodes(
+    const std::vector<RankRecord>& records) {
+  std::map<std::string, std::pair<int, int>> nodes;  // node -> (leader, size)
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    if (records[r].launcher_node.empty()) return std::nullopt;
+    ++nodes.try_emplace(records[r].launcher_node, static_cast<int>(r), 0).first->second.second;
+  }
+  std::vector<MpiPlacement> placements(records.size());
+  std::map<std::string, int> seen;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    const auto& [leader, local_size] = nodes.at(records[r].launcher_node);
+    placements[r] = {static_cast<int>(r), static_cast<int>(records.size()),
+                     seen[records[r].launcher_node]++, local_size, leader};
+  }
+  return placements;
 }
 
 std::vector<std::string> check_env_agreement(const std::vector<RankRecord>& records) {

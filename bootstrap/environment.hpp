@@ -79,6 +79,9 @@ struct MpiPlacement {
 struct RankRecord {
   MpiPlacement mpi;
   std::string hostname;
+  // The node as the launcher's PMIx server names it (PMIX_HOSTNAME, which Slurm's and
+  // Open MPI's servers set); "" when unset. Open MPI groups ranks into nodes by the same source.
+  std::string launcher_node;
   DtrainEnv env;  // without the list text: endpoints_hash stands for it
   std::uint64_t endpoints_hash = 0;
   std::string listen_endpoint;  // where this rank listens for the preflight
@@ -93,6 +96,12 @@ std::vector<char> encode_record(const RankRecord& record);
 // Throws dtrain::Error(kMismatch) naming `from_rank` when the bytes are not a record of this
 // dtrain version (e.g. another program was started for that rank).
 RankRecord decode_record(const char* data, std::size_t size, int from_rank);
+
+// Each rank's placement from the gathered records' launcher_node (ranks of one node numbered in
+// rank order, the node's lowest rank its leader), without a collective. Empty when some record
+// has no launcher_node: then MPI_Comm_split_type must say.
+std::optional<std::vector<MpiPlacement>> placement_from_launcher_nodes(
+    const std::vector<RankRecord>& records);
 
 // Compares the plugin's view with MPI's across all ranks. One message per problem, naming
 // the rank, the variable and both values. Empty when everything agrees or no rank has the

@@ -231,12 +231,6 @@ std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
   }
   const std::function<void()> serve = [&listener] { listener.serve(); };
   const auto outcomes = probe_peers(targets, probe_deadline, serve);
-  // Keep answering until every rank has finished probing, then free the port.
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  // `wait` keeps `listener` answering meanwhile.
-  wait_for_requests(wait, {&request, 1}, "waiting for the other ranks to finish the preflight");
-  listener.close();
 
   std::vector<std::int32_t> mine(1 + 2 * kMaxProbes, 0);
   mine[0] = static_cast<std::int32_t>(std::min(outcomes.size(), kMaxProbes));
@@ -245,8 +239,12 @@ std::vector<std::vector<ProbeOutcome>> run_connectivity_preflight(
     mine[2 + 2 * i] = outcomes[i].error;
   }
   std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(size));
+  // Rank 0 broadcasts the results only once every rank has sent its own, so until then some
+  // rank may still be probing: `wait` keeps `listener` answering meanwhile. Then the port is
+  // freed.
   allgather_through_root(mine.data(), static_cast<int>(mine.size() * sizeof(std::int32_t)),
                          all.data(), comm, wait, "gathering the preflight results");
+  listener.close();
   std::vector<std::vector<ProbeOutcome>> by_source(static_cast<std::size_t>(size));
   for (std::size_t source = 0; source < by_source.size(); ++source) {
     const std::int32_t* row = all.data() + source * mine.size();

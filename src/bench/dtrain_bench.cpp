@@ -260,9 +260,9 @@ int report_bootstrap(bootstrap::Session& session, nlohmann::json& report) {
   // Each phase's slowest rank; the phases of different ranks overlap in time, so their maxima
   // need not add up to the slowest total.
   const std::pair<const char*, double> phases[] = {
-      {"mpi_init_s", t.mpi_init},   {"arrival_s", t.arrival},           {"checks_s", t.checks},
-      {"placement_s", t.placement}, {"exchange_s", t.exchange},         {"verdict_s", t.verdict},
-      {"preflight_s", t.preflight}, {"communicator_s", t.communicator}, {"total_s", t.total}};
+      {"mpi_init_s", t.mpi_init}, {"arrival_s", t.arrival},     {"placement_s", t.placement},
+      {"verdict_s", t.verdict},   {"preflight_s", t.preflight}, {"communicator_s", t.communicator},
+      {"total_s", t.total}};
   constexpr std::size_t kPhases = std::size(phases);
   double local[kPhases];
   double slowest[kPhases] = {};
@@ -271,10 +271,9 @@ int report_bootstrap(bootstrap::Session& session, nlohmann::json& report) {
   if (session.rank() == 0) {
     std::printf(
         "# bootstrap time (each the max over %d ranks): total %.6f s; MPI_Init %.6f, arrival "
-        "%.6f, checks %.6f (placement %.6f, exchange %.6f, verdict %.6f), preflight %.6f, "
-        "communicator %.6f\n",
-        session.size(), slowest[8], slowest[0], slowest[1], slowest[2], slowest[3], slowest[4],
-        slowest[5], slowest[6], slowest[7]);
+        "and records %.6f, placement %.6f, verdict %.6f, preflight %.6f, communicator %.6f\n",
+        session.size(), slowest[6], slowest[0], slowest[1], slowest[2], slowest[3], slowest[4],
+        slowest[5]);
   }
   nlohmann::json doc = {{"ranks", session.size()}};
   for (std::size_t i = 0; i < kPhases; ++i) doc[phases[i].first] = slowest[i];

@@ -7,9 +7,11 @@ usage() {
   cat <<EOF
 Usage: $(basename "$0") [-B BUILD_DIR] [--runs N] [--ranks "2 4 8 16 32"]
 
-For each rank count n, launches with srun --mpi=pmix on min(n, 4) nodes, alternately, N times:
-  dtrain-bench --bootstrap-only under srun --distributed-train (dtrain's bootstrap), and
+For each rank count n, launches with srun --mpi=pmix --distributed-train on min(n, 4) nodes,
+alternately, N times:
+  dtrain-bench --bootstrap-only (dtrain's bootstrap), and
   dtrain-mpi-allreduce-baseline --bootstrap-only (bare MPI_Init_thread + MPI_Bcast).
+Both get the plugin's variables and CPU binding, so that only the programs differ.
 Prints each phase's median (each launch reports the slowest rank of each phase), the two
 totals and their ratio. More tasks than the cluster's CPUs are launched with --overcommit.
 Source the cluster's env.sh first (slurm/local/cluster.sh up prints its path).
@@ -68,17 +70,17 @@ export OMPI_MCA_mpi_yield_when_idle=1
 work=$(mktemp -d -p "$DTRAIN_CLUSTER_DIR" growth.XXXXXX)
 trap 'rm -rf -- "$work"' EXIT
 
-launch() {  # launch RANKS OUT PLUGIN_OPTION... PROGRAM
+launch() {  # launch RANKS OUT PROGRAM
   local n=$1 out=$2
   shift 2
   local nodes=$((n < 4 ? n : 4)) extra=()
   ((n <= 4 * 4)) || extra=(--overcommit)
   # Open MPI 4.1's TCP BTL was seen to fail in MPI_Init about once in 30 launches on this loaded
   # machine: such a launch is retried once, saying so.
-  if ! srun --mpi=pmix --kill-on-bad-exit=1 "-N$nodes" "-n$n" "${extra[@]}" "$@" \
+  if ! srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 "-N$nodes" "-n$n" "${extra[@]}" "$@" \
     --bootstrap-only --json "$out" >/dev/null 2>"$work/err"; then
     echo "# a launch of $* on $n ranks failed; running it again: $(tail -1 "$work/err")"
-    srun --mpi=pmix --kill-on-bad-exit=1 "-N$nodes" "-n$n" "${extra[@]}" "$@" \
+    srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 "-N$nodes" "-n$n" "${extra[@]}" "$@" \
       --bootstrap-only --json "$out" >/dev/null 2>"$work/err" ||
       fail "$* on $n ranks failed twice: $(cat "$work/err")"
   fi
@@ -88,11 +90,11 @@ echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 
 for n in "${rank_counts[@]}"; do
   for ((i = 0; i < runs; i++)); do
     if ((i % 2 == 0)); then
-      launch "$n" "$work/dtrain-$n-$i.json" --distributed-train "$bench"
+      launch "$n" "$work/dtrain-$n-$i.json" "$bench"
       launch "$n" "$work/bare-$n-$i.json" "$baseline"
     else
       launch "$n" "$work/bare-$n-$i.json" "$baseline"
-      launch "$n" "$work/dtrain-$n-$i.json" --distributed-train "$bench"
+      launch "$n" "$work/dtrain-$n-$i.json" "$bench"
     fi
   done
 done
@@ -100,7 +102,7 @@ done
 python3 - "$work" "$runs" "${rank_counts[@]}" <<'EOF'
 import json, statistics, sys
 work, runs, counts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-phases = ["mpi_init", "arrival", "placement", "exchange", "verdict", "preflight", "communicator"]
+phases = ["mpi_init", "arrival", "placement", "verdict", "preflight", "communicator"]
 print(f"\nmedians of {runs} launches, ms; each launch reports each phase's slowest rank")
 print(f"{'ranks':>5} " + " ".join(f"{p:>12}" for p in phases)
       + f" {'dtrain':>8} {'bare':>8} {'ratio':>6}  {'dtrain-MPI_Init':>15} {'bare-MPI_Init':>13}")

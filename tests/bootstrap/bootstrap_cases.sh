@@ -121,6 +121,18 @@ case $case_name in
     run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the mismatch was not found"
     contains "rank 1 on [^ ]+: DTRAIN_LOCAL_RANK=5 but MPI says local rank 1"
     ;;
+  launcher-node)
+    # Placement comes from the launcher's node names (PMIX_HOSTNAME) when every rank has one:
+    # the last rank claiming another node must then disagree with its DTRAIN_LOCAL_RANK.
+    last=$((np - 1))
+    run_ranks --env --last "env PMIX_HOSTNAME=elsewhere $bench --bootstrap-only" \
+      "$bench" --bootstrap-only >"$out" 2>&1 && fail "the other node name went unnoticed"
+    contains "rank $last on [^ ]+: DTRAIN_LOCAL_RANK=$last but MPI says local rank 0"
+    # When one rank has none, every rank falls back to MPI_Comm_split_type, which sees one node.
+    run_ranks --env --last "env -u PMIX_HOSTNAME $bench --bootstrap-only" \
+      "$bench" --bootstrap-only >"$out" 2>&1 || fail "the split_type fallback failed"
+    contains "^# bootstrap time"
+    ;;
   endpoint-list)
     list=$(python3 -c "print(','.join(f'127.0.0.1:{$base_port+i}' for i in range($np)))")
     changed=${list%,*},127.0.0.9:1

@@ -306,3 +306,39 @@ TEST(Record, ForeignBytesNameTheSendingRank) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<RankRecord> records_on(const std::vector<std::string>& nodes) {
+  std::vector<RankRecord> records(nodes.size());
+  for (std::size_t r = 0; r < nodes.size(); ++r) records[r].launcher_node = nodes[r];
+  return records;
+}
+
+}  // namespace
+
+TEST(Placement, LauncherNodesGiveLocalRanksInRankOrder) {
+  // Cyclic placement: node rank order need not follow rank order.
+  const auto placements = placement_from_launcher_nodes(records_on({"b", "a", "b", "a", "b"}));
+  ASSERT_TRUE(placements.has_value());
+  const int local_rank[] = {0, 0, 1, 1, 2};
+  const int local_size[] = {3, 2, 3, 2, 3};
+  const int leader[] = {0, 1, 0, 1, 0};
+  for (std::size_t r = 0; r < 5; ++r) {
+    EXPECT_EQ((*placements)[r].rank, static_cast<int>(r));
+    EXPECT_EQ((*placements)[r].size, 5);
+    EXPECT_EQ((*placements)[r].local_rank, local_rank[r]) << r;
+    EXPECT_EQ((*placements)[r].local_size, local_size[r]) << r;
+    EXPECT_EQ((*placements)[r].node_leader, leader[r]) << r;
+  }
+}
+
+TEST(Placement, OneRankWithoutALauncherNodeMeansAskMpi) {
+  EXPECT_FALSE(placement_from_launcher_nodes(records_on({"a", "", "a"})).has_value());
+}
+
+TEST(Placement, TheNodeNameTravelsInTheRecord) {
+  RankRecord record;
+  record.launcher_node = "node7";
+  EXPECT_EQ(decode_record(encode_record(record).data(), kRecordBytes, 0).launcher_node, "node7");
+}
