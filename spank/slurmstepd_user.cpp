@@ -250,11 +250,13 @@ class PhaseClock {
 void plan_node(spank_t sp) {
   PhaseClock clock;
   PluginState& st = state();
+  st.tasks.clear();
+  st.plan.reset();
   const auto inputs = read_step_inputs(sp);
   const core::FrameworkSet frameworks =
       st.option_given ? st.option_frameworks : st.config.frameworks;
-  const auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host,
-                                    [](const std::string& host) { return core::hosts_line(host); });
+  auto plan = core::plan_step(inputs, st.config, frameworks, core::resolve_host,
+                              [](const std::string& host) { return core::hosts_line(host); });
   st.step_warnings = plan.step_warnings;
   clock.phase_done("plan");
   if (st.config.check_ports) warn_about_busy_ports(plan, st);
@@ -272,15 +274,9 @@ void plan_node(spank_t sp) {
     binding_warnings.push_back(std::move(starved));
   }
 
-  auto env = core::node_environment(plan, plan.node, binding.env);
-  if (!env.spill_warning.empty()) st.step_warnings.push_back(env.spill_warning);
-
   st.user_values.clear();
-  for (const auto& task_env : env.tasks) {
-    for (const auto& var : task_env) {
-      if (!var.keep_user_value || st.user_values.count(var.name)) continue;
-      if (auto value = get_env(sp, var.name.c_str())) st.user_values.emplace(var.name, *value);
-    }
+  for (const auto& name : core::user_settable_names(plan, binding.env)) {
+    if (auto value = get_env(sp, name.c_str())) st.user_values.emplace(name, *value);
   }
 
   const auto& local_ranks = plan.layout.node_ranks[plan.node];
@@ -288,13 +284,15 @@ void plan_node(spank_t sp) {
   for (std::size_t local = 0; local < local_ranks.size(); ++local) {
     NodeTaskPlan task;
     task.global_rank = local_ranks[local];
-    task.env = std::move(env.tasks[local]);
     if (local < binding.cpus.size()) task.cpus = binding.cpus[local];
     st.tasks.push_back(std::move(task));
   }
+  st.binding_env = std::move(binding.env);
+  st.plan = std::move(plan);
   clock.phase_done("environment");
-  log_debug("user_init on node " + std::to_string(plan.node) + " (" + plan.layout.hosts[plan.node] +
-            "), " + std::to_string(local_tasks) + " local tasks: " + clock.summary());
+  log_debug("user_init on node " + std::to_string(st.plan->node) + " (" +
+            st.plan->layout.hosts[st.plan->node] + "), " + std::to_string(local_tasks) +
+            " local tasks: " + clock.summary());
 }
 
 int apply_to_task(spank_t sp) {
@@ -310,6 +308,10 @@ int apply_to_task(spank_t sp) {
               std::to_string(st.tasks.size()) + ")");
     return -1;
   }
+  if (!st.plan) {
+    log_error("no plan for this node's tasks");
+    return -1;
+  }
   const NodeTaskPlan& task = st.tasks[static_cast<std::size_t>(local)];
   // In a het step Slurm numbers tasks within the component; SLURM_PROCID adds the offset.
   const std::uint32_t global =
@@ -320,13 +322,18 @@ int apply_to_task(spank_t sp) {
               std::to_string(task.global_rank));
     return -1;
   }
+  // Built here, in the task's own process: a large step's endpoint lists are megabytes per task.
+  const auto env = core::task_environment(*st.plan, st.plan->node,
+                                          static_cast<std::uint32_t>(local), st.binding_env);
   if (global == 0) {
     for (const auto& w : st.step_warnings) warn_task(w);
+    if (!env.spill_warning.empty()) warn_task(env.spill_warning);
   }
   if (local == 0) {
     for (const auto& w : st.node_warnings) warn_task(w);
   }
-  for (const auto& var : task.env) {
+  core::MemoryFileExporter memory_files;
+  for (const auto& var : env.vars) {
     if (const auto user = st.user_values.find(var.name);
         var.keep_user_value && user != st.user_values.end()) {
       log_verbose("keeping the user's " + var.name + "=" + user->second + " (dtrain planned " +
@@ -336,7 +343,7 @@ int apply_to_task(spank_t sp) {
     }
     if (var.value_in_memory_file) {
       // In the task itself: the file lives exactly as long as the task, in its namespaces.
-      set_env(sp, var.name, core::export_memory_file(var.name, var.value));
+      set_env(sp, var.name, memory_files.path_for(var.name, var.value));
     } else {
       set_env(sp, var.name, var.value);
     }

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/node_environment.hpp"
 #include "core/step_plan.hpp"
 
 namespace dtrain::spank {
 
 struct NodeTaskPlan {
   std::uint32_t global_rank = 0;
-  std::vector<core::EnvVar> env;
   std::vector<unsigned> cpus;  // planned CPU list (may name CPUs this host lacks)
 };
 
@@ -47,8 +47,11 @@ struct PluginState {
 
   // Filled by user_init on each node.
   bool active = false;
-  std::string planning_error;              // logged by user_init; task_init then stops every task
-  std::vector<NodeTaskPlan> tasks;         // index: local task id
+  std::string planning_error;       // logged by user_init; task_init then stops every task
+  std::vector<NodeTaskPlan> tasks;  // index: local task id
+  // What each task builds its own variables from, in its task_init (core::task_environment).
+  std::optional<core::StepPlan> plan;
+  core::NodeBindingEnv binding_env;
   std::vector<std::string> step_warnings;  // reported once per step (by global rank 0)
   std::vector<std::string> node_warnings;  // reported once per node (by local task 0)
   // The user's own values of the variables a user may set (EnvVar::keep_user_value), as the job

@@ -60,4 +60,12 @@ std::string export_memory_file(std::string_view name, std::string_view content) 
   return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(kept);
 }
 
+std::string MemoryFileExporter::path_for(std::string_view name, std::string_view content) {
+  for (const auto& previous : exported_) {
+    if (previous.content == content) return previous.path;
+  }
+  exported_.push_back({content, export_memory_file(name, content)});
+  return exported_.back().path;
+}
+
 }  // namespace dtrain::core

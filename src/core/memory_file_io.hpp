@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dtrain::core {
 
@@ -14,5 +15,20 @@ namespace dtrain::core {
 // path as any process of the user on the node can open it while this process lives:
 // "/proc/<pid>/fd/<fd>". Throws dtrain::Error(kResource).
 std::string export_memory_file(std::string_view name, std::string_view content);
+
+// export_memory_file for one task's variables: a value equal to one already exported (the
+// endpoint list under DTRAIN_ENDPOINTS and PADDLE_TRAINER_ENDPOINTS) gets the same file, so a
+// large step writes each megabyte once per task, not once per name.
+class MemoryFileExporter {
+ public:
+  std::string path_for(std::string_view name, std::string_view content);
+
+ private:
+  struct Exported {
+    std::string_view content;  // the caller's value; it must outlive this exporter
+    std::string path;
+  };
+  std::vector<Exported> exported_;
+};
 
 }  // namespace dtrain::core

@@ -1,11 +1,15 @@
 #include "core/node_environment.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.hpp"
 
 namespace dtrain::core {
 namespace {
+
+constexpr const char* kPaddleBackend = "PADDLE_DISTRI_BACKEND";
+constexpr const char* kPaddleSelectedGpus = "FLAGS_selected_gpus";
 
 bool has_gpu(const NodeBindingEnv& binding, std::size_t local) {
   if (binding.tasks.empty() || binding.gpus_left_as_named) return binding.visible_devices_set;
@@ -18,7 +22,7 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
   if (!has_gpu(binding, local)) {
     // On CPU Paddle's default backend ("auto") builds no global group; its launcher sets gloo
     // for device-less workers.
-    env.push_back({"PADDLE_DISTRI_BACKEND", "gloo", true});
+    env.push_back({kPaddleBackend, "gloo", true});
     return;
   }
   if (binding.tasks.empty() || binding.gpus_left_as_named) return;
@@ -28,7 +32,7 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
     if (i != 0) selected += ',';
     selected += std::to_string(i);
   }
-  env.push_back({"FLAGS_selected_gpus", selected, true});
+  env.push_back({kPaddleSelectedGpus, selected, true});
 }
 
 // Each name moved is added to `moved` once, in order of first appearance.
@@ -76,8 +80,8 @@ std::vector<EnvVar> unchecked_task_environment(const StepPlan& plan, std::uint32
 
 }  // namespace
 
-std::vector<EnvVar> task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
-                                     const NodeBindingEnv& binding) {
+TaskEnvironment task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
+                                 const NodeBindingEnv& binding) {
   check_node(plan, node);
   if (local >= plan.layout.local_world_size(node)) {
     throw Error(ErrorKind::kInvalidInput,
@@ -85,7 +89,21 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, std::uint32_t node, s
                     "'s " + std::to_string(plan.layout.local_world_size(node)) + " tasks");
   }
   std::vector<std::string> moved;
-  return unchecked_task_environment(plan, node, local, binding, moved);
+  TaskEnvironment out;
+  out.vars = unchecked_task_environment(plan, node, local, binding, moved);
+  if (!moved.empty()) out.spill_warning = spill_warning(moved);
+  return out;
+}
+
+std::vector<std::string> user_settable_names(const StepPlan& plan, const NodeBindingEnv& binding) {
+  std::set<std::string> names;
+  for (const auto& task : binding.tasks) {
+    for (const auto& var : task.env) {
+      if (var.keep_user_value) names.insert(var.name);
+    }
+  }
+  if (plan.frameworks.paddle) names.insert({kPaddleBackend, kPaddleSelectedGpus});
+  return {names.begin(), names.end()};
 }
 
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,

@@ -37,10 +37,19 @@ struct NodeEnvironment {
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
                                  const NodeBindingEnv& binding);
 
-// One local task's entry of node_environment, built alone: in a large step every task carries
-// megabytes of endpoint lists, which a task can build for itself instead of slurmstepd building
-// all of them before the tasks start.
-std::vector<EnvVar> task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
-                                     const NodeBindingEnv& binding);
+struct TaskEnvironment {
+  std::vector<EnvVar> vars;
+  std::string spill_warning;  // as NodeEnvironment's, for this task's values
+};
+
+// One local task's entry of node_environment, built alone: the plugin builds each task's in
+// that task's task_init, since in a large step every task carries megabytes of endpoint lists
+// that slurmstepd would otherwise build for all of them before any task starts.
+TaskEnvironment task_environment(const StepPlan& plan, std::uint32_t node, std::uint32_t local,
+                                 const NodeBindingEnv& binding);
+
+// Every name a task of the node may get with keep_user_value set (binding and device rules),
+// so that the user's values can be read before any task starts.
+std::vector<std::string> user_settable_names(const StepPlan& plan, const NodeBindingEnv& binding);
 
 }  // namespace dtrain::core

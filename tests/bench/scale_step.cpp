@@ -43,7 +43,7 @@ struct Options {
   std::string resolver = "hosts-file";
   std::string hosts_file;
   bool write_hosts_file = false;
-  bool environment_in_task_init = false;
+  bool environment_in_user_init = false;
   std::string topology;
   std::vector<std::string> plugstack_args;
   unsigned repeat = 9;
@@ -203,10 +203,10 @@ RunResult plan_node_once(const Options& o, const dtrain::core::PluginConfig& con
                                  .env;
   const auto bound = Clock::now();
 
-  // Today's plugin builds every task's variables in user_init; --environment-in-task-init builds
-  // each task's in its own task_init instead (core::task_environment), as a split of the work
-  // to compare with.
-  if (!o.environment_in_task_init) {
+  // The plugin builds each task's variables in that task's task_init (core::task_environment);
+  // --environment-in-user-init builds all of them in user_init instead, as it once did, to
+  // compare with.
+  if (o.environment_in_user_init) {
     out.env = dtrain::core::node_environment(plan, plan.node, binding);
   }
   const auto assembled = Clock::now();
@@ -216,14 +216,14 @@ RunResult plan_node_once(const Options& o, const dtrain::core::PluginConfig& con
   double all_tasks = 0;
   for (std::uint32_t local = 0; local < local_tasks; ++local) {
     const auto task_start = Clock::now();
-    if (o.environment_in_task_init) {
-      out.env.tasks.push_back(dtrain::core::task_environment(plan, plan.node, local, binding));
+    if (!o.environment_in_user_init) {
+      out.env.tasks.push_back(dtrain::core::task_environment(plan, plan.node, local, binding).vars);
     }
     auto& values = out.exported.emplace_back();
+    dtrain::core::MemoryFileExporter memory_files;
     for (const auto& var : out.env.tasks[local]) {
-      values.push_back(var.value_in_memory_file
-                           ? dtrain::core::export_memory_file(var.name, var.value)
-                           : var.value);
+      values.push_back(var.value_in_memory_file ? memory_files.path_for(var.name, var.value)
+                                                : var.value);
     }
     const double task_ms = ms(Clock::now() - task_start);
     slowest_task = std::max(slowest_task, task_ms);
@@ -367,9 +367,9 @@ int run(const Options& o) {
             << (o.resolver == "hosts-file" ? " (" + o.hosts_file + ", read once)" : "")
             << "; topology " << (o.topology.empty() ? std::string("none") : o.topology) << "\n";
   std::cout << "task variables built "
-            << (o.environment_in_task_init
-                    ? "by each task in its task_init (--environment-in-task-init)"
-                    : "in user_init, for every task, as the plugin does")
+            << (o.environment_in_user_init
+                    ? "in user_init, for every task (--environment-in-user-init)"
+                    : "by each task in its task_init, as the plugin does")
             << "\n";
   std::cout << "endpoint lists carry "
             << (plan.names_past_ip_max_nodes
@@ -394,8 +394,8 @@ int run(const Options& o) {
                 median_of([i](const Timing& t) { return t.user_init_phases[i]; }));
   }
   std::printf("  %-55s %10.3f ms per task (slowest), %.3f ms all tasks (CPU %.3f ms)\n",
-              o.environment_in_task_init ? "task_init: the task's variables and memory files:"
-                                         : "task_init: memory files (memfd_create, write, seal):",
+              o.environment_in_user_init ? "task_init: memory files (memfd_create, write, seal):"
+                                         : "task_init: the task's variables and memory files:",
               median_of([](const Timing& t) { return t.slowest_task_init; }),
               median_of([](const Timing& t) { return t.all_task_inits; }),
               median_of([](const Timing& t) { return t.all_task_inits_cpu; }));
@@ -417,20 +417,19 @@ int run(const Options& o) {
   std::size_t files_per_task = 0;
   for (std::size_t t = 0; t < first.env.tasks.size(); ++t) {
     std::uint64_t bytes = 0;
-    std::size_t files = 0;
+    std::set<std::string> files;  // names with equal values share a file
     for (std::size_t v = 0; v < first.env.tasks[t].size(); ++v) {
       const auto& var = first.env.tasks[t][v];
       // What execve copies: "NAME=value" and its terminating NUL.
       const std::size_t size = var.name.size() + 1 + first.exported[t][v].size() + 1;
       if (size > longest_string) longest_string = size, longest_name = var.name;
       if (!var.value_in_memory_file) continue;
-      ++files;
-      bytes += var.value.size();
+      if (files.insert(first.exported[t][v]).second) bytes += var.value.size();
       if (var.value.size() > longest_value) {
         longest_value = var.value.size(), longest_value_name = var.name;
       }
     }
-    files_per_task = std::max(files_per_task, files);
+    files_per_task = std::max(files_per_task, files.size());
     memory_bytes.push_back(bytes);
   }
   std::uint64_t node_bytes = 0;
@@ -485,9 +484,9 @@ int main(int argc, char** argv) {
   app.add_option("--hosts-file", o.hosts_file, "A hosts file naming every node");
   app.add_flag("--write-hosts-file", o.write_hosts_file,
                "Write the step's --nodes names to --hosts-file and stop");
-  app.add_flag("--environment-in-task-init", o.environment_in_task_init,
-               "Build each task's variables in its task_init (core::task_environment), not all "
-               "of them in user_init as the plugin does today");
+  app.add_flag("--environment-in-user-init", o.environment_in_user_init,
+               "Build every task's variables in user_init (core::node_environment), not each in "
+               "its own task_init as the plugin does");
   app.add_option("--topology", o.topology, "hwloc XML of the nodes (none: no binding plan)");
   app.add_option("--plugstack-args", o.plugstack_args, "plugstack.conf arguments (key=value)")
       ->expected(0, -1);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include <slurm/slurm.h>
 
@@ -64,17 +65,19 @@ std::vector<Env> plugin_environments(const Step& step) {
     EXPECT_EQ(slurm_spank_task_init(handle(), 0, nullptr), 0)
         << (fake().errors.empty() ? "" : fake().errors.back());
     Env exported;
+    std::set<int> memory_files;  // names with equal values share one
     for (const auto& [name, value] : fake().job_env) {
       if (job.count(name)) continue;
       // A memory file's path names this process's descriptor: compare what it holds.
       if (name.ends_with("_FILE") && value.rfind("/proc/", 0) == 0) {
         std::ifstream in(value);
         exported[name] = std::string(std::istreambuf_iterator<char>(in), {});
-        close(std::stoi(value.substr(value.rfind('/') + 1)));
+        memory_files.insert(std::stoi(value.substr(value.rfind('/') + 1)));
       } else {
         exported[name] = value;
       }
     }
+    for (int fd : memory_files) close(fd);
     out.push_back(std::move(exported));
   }
   return out;

@@ -424,7 +424,7 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
       << env.spill_warning;
   // A task built alone gets exactly its entry of the node's environment.
   for (std::uint32_t local = 0; local < 2; ++local) {
-    EXPECT_EQ(task_environment(plan, 0, local, {}), env.tasks[local]) << local;
+    EXPECT_EQ(task_environment(plan, 0, local, {}).vars, env.tasks[local]) << local;
   }
   EXPECT_THROW(task_environment(plan, 0, 2, {}), Error);
   EXPECT_THROW(task_environment(plan, 2, 0, {}), Error);
@@ -446,6 +446,21 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
   EXPECT_EQ(errno, EPERM);
   close(writer);
   close(fd);
+}
+
+TEST(NodeEnvironment, EqualValuesOfOneTaskShareAMemoryFile) {
+  const std::string endpoints(200000, 'e');
+  const std::string other(200000, 'o');
+  MemoryFileExporter exporter;
+  const std::string first = exporter.path_for("DTRAIN_ENDPOINTS", endpoints);
+  EXPECT_EQ(exporter.path_for("PADDLE_TRAINER_ENDPOINTS", std::string(endpoints)), first);
+  const std::string second = exporter.path_for("TF_CONFIG", other);
+  EXPECT_NE(second, first);
+  std::ifstream in(second);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+            other);
+  const std::string prefix = "/proc/" + std::to_string(getpid()) + "/fd/";
+  for (const auto& path : {first, second}) close(std::stoi(path.substr(prefix.size())));
 }
 
 TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
