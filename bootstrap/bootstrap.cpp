@@ -156,9 +156,10 @@ class Bootstrapper {
                    provided, wanted);
     }
 
-    // Arrival first: any collective could hang on a missing rank without saying which.
-    // The bootstrap's own collectives run on MPI_COMM_WORLD, which nobody else uses before
-    // init() returns: a duplicate would cost a context-id agreement (several all-reduces).
+    // The bootstrap's own messages run on MPI_COMM_WORLD, which nobody else uses before init()
+    // returns: a duplicate would cost a context-id agreement (several all-reduces). Arrival
+    // comes first (exchange_records): any collective could hang on a missing rank without
+    // saying which.
     boot_ = MPI_COMM_WORLD;
     MPI_Comm_get_errhandler(boot_, &saved_errhandler_);
     MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
@@ -271,8 +272,6 @@ class Bootstrapper {
         });
   }
 
-  // Rank 0 counts arrivals one by one so that a timeout can name the ranks that never came.
-  // All of these requests complete before init() returns, so the tag never meets user traffic.
   // Which ranks share a node, as MPI sees it: from the launcher's node names in the records
   // when every rank has one (no communication), else MPI_Comm_split_type and a second exchange.
   // Every rank holds the same records, so all take the same branch.
@@ -361,10 +360,11 @@ class Bootstrapper {
     return me;
   }
 
-  // Arrival and the first exchange in one: every rank sends its record to rank 0, which can
-  // name the ranks whose record never came, then broadcasts all of them. (Open MPI's
-  // MPI_Iallgather is linear and would leave every rank with a TCP connection to every other,
-  // which each later progress call polls.)
+  // Arrival and the first exchange in one: every rank sends its record to rank 0, which counts
+  // them one by one so that a timeout can name the ranks that never came, then broadcasts all
+  // of them. (Open MPI's MPI_Iallgather is linear and would leave every rank with a TCP
+  // connection to every other, which each later progress call polls.) All of these requests
+  // complete before init() returns, so the tag never meets user traffic.
   void exchange_records() {
     watchdog_.set_phase("waiting for all ranks to arrive");
     const std::vector<char> mine = encode_record(build_record());
