@@ -13,8 +13,9 @@ alternately, N times:
   dtrain-mpi-allreduce-baseline --bootstrap-only (bare MPI_Init_thread + MPI_Bcast).
 Both get the plugin's variables and CPU binding, so that only the programs differ.
 Prints each phase's median (each launch reports the slowest rank of each phase), the two
-totals and their ratio. More tasks than the cluster's CPUs are launched with --overcommit.
-Source the cluster's env.sh first (slurm/local/cluster.sh up prints its path).
+totals, their ratio, the median of the paired ratios (launch i of one program against launch
+i of the other) and dtrain's time after MPI_Init. More tasks than the cluster's CPUs are
+launched with --overcommit. Source the cluster's env.sh first (slurm/local/cluster.sh up prints its path).
 
 Options:
   -B BUILD_DIR  the build tree holding src/bench (default: <repo>/build)
@@ -105,15 +106,15 @@ work, runs, counts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 phases = ["mpi_init", "arrival", "placement", "verdict", "preflight", "communicator"]
 print(f"\nmedians of {runs} launches, ms; each launch reports each phase's slowest rank")
 print(f"{'ranks':>5} " + " ".join(f"{p:>12}" for p in phases)
-      + f" {'dtrain':>8} {'bare':>8} {'ratio':>6}  {'dtrain-MPI_Init':>15} {'bare-MPI_Init':>13}")
+      + f" {'dtrain':>8} {'bare':>8} {'ratio':>6} {'paired':>6}  {'after MPI_Init':>14}")
 for n in counts:
     dtrain = [json.load(open(f"{work}/dtrain-{n}-{i}.json"))["bootstrap"] for i in range(runs)]
     bare = [json.load(open(f"{work}/bare-{n}-{i}.json"))["bootstrap"] for i in range(runs)]
     med = lambda docs, key: 1e3 * statistics.median(d[key] for d in docs)
     total, bare_total = med(dtrain, "total_s"), med(bare, "total_s")
     beyond = 1e3 * statistics.median(d["total_s"] - d["mpi_init_s"] for d in dtrain)
-    bare_beyond = 1e3 * statistics.median(d["total_s"] - d.get("mpi_init_s", 0) for d in bare)
+    # Launch i of each program ran next to the other's launch i: the median of their ratios.
+    paired = statistics.median(d["total_s"] / b["total_s"] for d, b in zip(dtrain, bare))
     print(f"{n:>5} " + " ".join(f"{med(dtrain, p + '_s'):12.2f}" for p in phases)
-          + f" {total:8.1f} {bare_total:8.1f} {total / bare_total:6.3f}  {beyond:15.1f} "
-          + (f"{bare_beyond:13.1f}" if "mpi_init_s" in bare[0] else f"{'-':>13}"))
+          + f" {total:8.1f} {bare_total:8.1f} {total / bare_total:6.3f} {paired:6.3f}  {beyond:14.1f}")
 EOF
