@@ -31,6 +31,10 @@ const char* sync_name(SyncMode mode) {
   return "unknown";
 }
 
+bool steps_optimizer(SyncMode mode, int rank) {
+  return mode != SyncMode::kDp || rank == 0;
+}
+
 HostChannel::HostChannel(bootstrap::Communicator& comm, Engine& engine)
     : comm_(comm), engine_(engine) {}
 
@@ -151,7 +155,7 @@ GradientSync::GradientSync(SyncMode mode, bootstrap::Communicator& comm, Engine&
 }
 
 bool GradientSync::steps_optimizer() const {
-  return mode_ != SyncMode::kDp || comm_.rank() == 0;
+  return trainer::steps_optimizer(mode_, comm_.rank());
 }
 
 bool GradientSync::staged() const {

@@ -29,6 +29,8 @@ namespace dtrain::trainer {
 
 enum class SyncMode { kDdp, kNaive, kDp };
 const char* sync_name(SyncMode mode);
+// Whether `rank` runs the optimizer (and so holds its state): every rank, except under dp.
+bool steps_optimizer(SyncMode mode, int rank);
 
 // Collectives over host values, staged through engine memory when the backend needs device
 // buffers (NCCL).

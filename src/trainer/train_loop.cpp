@@ -225,8 +225,7 @@ TrainResult train(const TrainerOptions& options, bootstrap::Communicator& comm, 
     my_ranks.push_back(static_cast<std::uint64_t>(rank));
   }
 
-  const bool holds_optimizer = options.sync != SyncMode::kDp || rank == 0;
-  if (holds_optimizer) engine.enable_optimizer(options.optimizer);
+  if (steps_optimizer(options.sync, rank)) engine.enable_optimizer(options.optimizer);
   const auto bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
   GradientSync sync(options.sync, comm, engine, std::max<std::size_t>(bucket_bytes, 1));
   const std::size_t parameter_count = engine.layout().total();
@@ -259,7 +258,7 @@ TrainResult train(const TrainerOptions& options, bootstrap::Communicator& comm, 
                     " does not fit this run (parameters, step or epoch disagree)");
     }
     engine.copy_from_host(engine.params(), resumed->params.data(), parameter_count * sizeof(float));
-    if (holds_optimizer) engine.write_optimizer_state(resumed->optimizer);
+    if (sync.steps_optimizer()) engine.write_optimizer_state(resumed->optimizer);
     first_step = resumed->step;
     resumed.reset();  // free the host copy before training
   } else {
