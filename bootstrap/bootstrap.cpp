@@ -383,9 +383,11 @@ class Bootstrapper {
       MPI_Isend(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, 0, kArrivalTag, boot_,
                 &requests.back());
     }
+    constexpr const char* kStep = "waiting for all ranks to start the bootstrap";
+    constexpr const char* kRankZeroNames = " (rank 0 names the ranks that are missing)";
     // A record is JSON, so a received one never starts with the zero byte it was cleared to.
-    wait_or_abort(requests, "waiting for all ranks to start the bootstrap", [&]() -> std::string {
-      if (rank_ != 0) return " (rank 0 names the ranks that are missing)";
+    wait_or_abort(requests, kStep, [&]() -> std::string {
+      if (rank_ != 0) return kRankZeroNames;
       std::vector<int> missing;
       for (int r = 1; r < size_; ++r) {
         if (all[kRecordBytes * static_cast<std::size_t>(r)] == '\0') missing.push_back(r);
@@ -398,10 +400,8 @@ class Bootstrapper {
     if (size_ > 1) {
       MPI_Request broadcast;
       MPI_Ibcast(all.data(), static_cast<int>(all.size()), MPI_CHAR, 0, boot_, &broadcast);
-      wait_or_abort({&broadcast, 1}, "waiting for all ranks to start the bootstrap",
-                    [&]() -> std::string {
-                      return rank_ == 0 ? "" : " (rank 0 names the ranks that are missing)";
-                    });
+      wait_or_abort({&broadcast, 1}, kStep,
+                    [&]() -> std::string { return rank_ == 0 ? "" : kRankZeroNames; });
     }
     std::vector<std::string> unreadable;
     for (int r = 0; r < size_; ++r) {
