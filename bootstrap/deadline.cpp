@@ -9,6 +9,10 @@
 
 namespace dtrain::bootstrap {
 
+namespace {
+constexpr std::chrono::milliseconds kMessageDrainTime{500};
+}  // namespace
+
 bool requests_complete(std::span<MPI_Request> requests) {
   int done = 0;
   MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
@@ -118,6 +122,10 @@ void Watchdog::run() {
                "slow\n",
                who_.c_str(), seconds, phase_.load(), finding.c_str());
   std::fflush(stderr);
+  // When a task of the step was killed by a signal, srun stops reading the tasks' output as soon
+  // as the last task has exited (client_io_handler_abort in Slurm's step_launch.c). Exiting at
+  // once races the message through slurmstepd against the exit report, and the message can lose.
+  std::this_thread::sleep_for(kMessageDrainTime);
   _exit(1);
 }
 
