@@ -22,6 +22,7 @@
 #include "bootstrap/heap.hpp"
 #include "bootstrap/mpi_communicator.hpp"
 #include "bootstrap/nccl_backend.hpp"
+#include "bootstrap/peers.hpp"
 #include "bootstrap/preflight.hpp"
 #include "bootstrap/preflight_report.hpp"
 #include "core/error.hpp"
@@ -38,6 +39,21 @@ constexpr std::chrono::milliseconds kFollowerGrace{1500};
 // their endpoints; well before any rank's watchdog ends it (kWatchdogGrace after the deadline).
 constexpr std::chrono::milliseconds kAbsenceCheckLead{2000};
 constexpr const char* kMpiInitPhase = "MPI_Init_thread";
+// How long probes made before the record exchange retry a refused connect.
+constexpr std::chrono::milliseconds kRefusedRetryWindow{250};
+
+// Open MPI's TCP transport sees a peer's new connection only when the passive side's event loop
+// runs, which after MPI_Init is every mpi_event_tick_rate microseconds (default 10 ms) unless
+// the process is itself connecting. Every exchange of the bootstrap, and MPI_Comm_dup, opens
+// connections, so each round waited up to 10 ms on some rank: at 8 ranks on 4 nodes that was
+// most of the time after MPI_Init (bootstrap/README.md, "Open MPI's event tick"). 1 ms costs
+// one epoll_wait per millisecond of polling. Before MPI_Init_thread, which reads it, and before
+// any thread starts (setenv); a value the user set wins.
+void prompt_open_mpi_event_loop() {
+#ifdef OPEN_MPI
+  setenv("OMPI_MCA_mpi_event_tick_rate", "1000", 0);
+#endif
+}
 
 std::string this_hostname() {
   char name[HOST_NAME_MAX + 1] = {};
@@ -163,7 +179,10 @@ class Bootstrapper {
     boot_ = MPI_COMM_WORLD;
     MPI_Comm_get_errhandler(boot_, &saved_errhandler_);
     MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
+    const auto probes_started = Clock::now();
+    if (config_.preflight) probe_before_exchange();
     const auto arrival_started = Clock::now();
+    timings_.preflight = seconds_between(probes_started, arrival_started);
     exchange_records();
     const auto placement_started = Clock::now();
     timings_.arrival = seconds_between(arrival_started, placement_started);
@@ -175,7 +194,7 @@ class Bootstrapper {
 
     const auto preflight_started = Clock::now();
     if (config_.preflight) run_preflight();
-    timings_.preflight = seconds_between(preflight_started, Clock::now());
+    timings_.preflight += seconds_between(preflight_started, Clock::now());
 
     const auto comm_started = Clock::now();
     auto comm = make_communicator();
@@ -241,14 +260,15 @@ class Bootstrapper {
   // the listener for the preflight.
   void listen_before_mpi_init() {
     if (!env_.present) return;
-    std::vector<Endpoint> endpoints;
     try {
       listener_ = std::make_unique<Listener>(
           parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT"));
-      endpoints = parse_endpoint_list(env_.endpoints, env_.endpoints_source);
+      plugin_endpoints_ = parse_endpoint_list(env_.endpoints, env_.endpoints_source);
     } catch (const Error&) {
+      plugin_endpoints_.clear();
       return;  // reported with the other checks once MPI runs
     }
+    const auto& endpoints = plugin_endpoints_;
     if (env_.rank != 0 || endpoints.size() < 2) return;
     std::vector<std::string> texts;
     std::vector<ProbeTarget> targets;
@@ -270,6 +290,29 @@ class Bootstrapper {
                  ": all are alive and wait in MPI_Init, so the launcher's PMIx exchange is "
                  "stuck (check srun's and slurmd's messages)";
         });
+  }
+
+  // The preflight's probes, made before the record exchange so that their outcomes travel with
+  // the records instead of in an exchange of their own. Every peer listens by now: each opened
+  // its listener before MPI_Init, and MPI_Init returns only once every rank has entered it (the
+  // launcher's PMIx fence). A refused connect is still retried briefly, for an MPI without that
+  // fence. Needs the plugin's endpoint list for this world; otherwise the preflight probes after
+  // the exchange, from the endpoints in the records.
+  void probe_before_exchange() {
+    if (!listener_ || plugin_endpoints_.size() != static_cast<std::size_t>(size_)) return;
+    watchdog_.set_phase("connectivity preflight");
+    std::vector<ProbeTarget> targets;
+    for (int peer : preflight_peers(rank_, size_)) {
+      targets.push_back({peer, to_string(plugin_endpoints_[static_cast<std::size_t>(peer)])});
+    }
+    const auto now = Clock::now();
+    const auto outcomes = probe_peers(
+        targets, std::min(deadline_, now + config_.probe_timeout), [this] { listener_->serve(); },
+        now + kRefusedRetryWindow);
+    auto& failures = early_probe_failures_.emplace();
+    for (const auto& outcome : outcomes) {
+      if (outcome.error != 0) failures.push_back(outcome);
+    }
   }
 
   // Which ranks share a node, as MPI sees it: from the launcher's node names in the records
@@ -352,6 +395,7 @@ class Bootstrapper {
         }
         me.listen_endpoint = listener_->endpoint();
         me.listen_errno = listener_->error();
+        me.early_probe_failures = early_probe_failures_;
       } catch (const Error& error) {
         problems.push_back(error.what());
       }
@@ -529,12 +573,19 @@ class Bootstrapper {
 
   void run_preflight() {
     watchdog_.set_phase("connectivity preflight");
-    std::vector<std::string> endpoints;
-    for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
-    const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
-    const auto by_source =
-        run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline, deadline_waiter());
-    const auto failures = describe_preflight(records_, by_source);
+    auto by_source = early_preflight_outcomes(records_);
+    if (by_source) {
+      // Every rank sent its record after its probes, and the records are all here: nobody
+      // probes this listener any more.
+      listener_->close();
+    } else {
+      std::vector<std::string> endpoints;
+      for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
+      const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
+      by_source = run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline,
+                                             deadline_waiter());
+    }
+    const auto failures = describe_preflight(records_, *by_source);
     if (failures.empty()) return;
     std::string own;
     const std::string me = "rank " + std::to_string(rank_) + " ";
@@ -604,6 +655,8 @@ class Bootstrapper {
   DtrainEnv env_;
   std::optional<std::string> env_error_;
   std::unique_ptr<Listener> listener_;
+  std::vector<Endpoint> plugin_endpoints_;  // parsed before MPI_Init; empty if unusable
+  std::optional<std::vector<ProbeOutcome>> early_probe_failures_;
   std::vector<RankRecord> records_;
   BootstrapTimings timings_;
 };
@@ -617,6 +670,7 @@ std::string describe_self(int rank, const std::string& host) {
 std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config) {
   const auto started = Clock::now();
   const auto timeout = resolve_timeout(config.timeout, process_env);
+  prompt_open_mpi_event_loop();
   // Before MPI_Init_thread, so that MPI's own buffers follow the same policy from the start.
   const bool keeps_freed_memory =
       resolve_keep_freed_memory(config.keep_freed_memory, process_env) &&

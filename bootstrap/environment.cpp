@@ -24,7 +24,7 @@ constexpr const char* kNumericVariables[] = {"DTRAIN_RANK",       "DTRAIN_WORLD_
                                              "DTRAIN_LOCAL_RANK", "DTRAIN_LOCAL_WORLD_SIZE",
                                              "DTRAIN_NODE_RANK",  "DTRAIN_NNODES"};
 constexpr int kMaxRanks = 1 << 24;
-constexpr std::uint32_t kRecordMagic = 0x64747232;  // "dtr2"
+constexpr std::uint32_t kRecordMagic = 0x64747233;  // "dtr3"
 
 int parse_int_variable(const std::string& name, const std::string& value) {
   return static_cast<int>(core::parse_unsigned(value, name, 0, kMaxRanks));
@@ -170,6 +170,19 @@ std::chrono::milliseconds resolve_timeout(std::optional<std::chrono::millisecond
   return kDefaultBootstrapTimeout;
 }
 
+namespace {
+
+// preflight_peers has at most 2 log2 n peers: a few hundred bytes even when every probe of a
+// 100,000-rank step failed.
+nlohmann::json encode_probe_failures(const std::optional<std::vector<ProbeOutcome>>& failures) {
+  if (!failures) return nullptr;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& failure : *failures) list.push_back({failure.target, failure.error});
+  return list;
+}
+
+}  // namespace
+
 std::vector<char> encode_record(const RankRecord& record) {
   const auto clip = [](const std::string& text, std::size_t limit) {
     return text.size() <= limit ? text : text.substr(0, limit);
@@ -192,6 +205,7 @@ std::vector<char> encode_record(const RankRecord& record) {
       {"eph", hex64(record.endpoints_hash)},
       {"listen", clip(record.listen_endpoint, 128)},
       {"lerr", record.listen_errno},
+      {"pf", encode_probe_failures(record.early_probe_failures)},
       {"fp", fingerprint},
       {"problem", clip(record.problem, 400)},
   };
@@ -235,6 +249,10 @@ RankRecord decode_record(const char* data, std::size_t size, int from_rank) {
     record.endpoints_hash = std::stoull(json.at("eph").get<std::string>(), nullptr, 16);
     record.listen_endpoint = json.at("listen");
     record.listen_errno = json.at("lerr");
+    if (const auto& failures = json.at("pf"); !failures.is_null()) {
+      auto& decoded = record.early_probe_failures.emplace();
+      for (const auto& failure : failures) decoded.push_back({failure.at(0), failure.at(1)});
+    }
     record.problem = json.at("problem");
     for (const auto& field : fingerprint_fields()) {
       record.fingerprint.*field.member = json.at("fp").at(field.label).get<std::string>();

@@ -75,6 +75,12 @@ struct MpiPlacement {
   int node_leader = -1;
 };
 
+// Outcome of one connectivity probe from the rank that made it.
+struct ProbeOutcome {
+  int target = -1;
+  int error = 0;  // 0: connected; else an errno value
+};
+
 // Everything a rank tells the others in the first exchange.
 struct RankRecord {
   MpiPlacement mpi;
@@ -86,6 +92,9 @@ struct RankRecord {
   std::uint64_t endpoints_hash = 0;
   std::string listen_endpoint;  // where this rank listens for the preflight
   int listen_errno = 0;         // 0: listening
+  // The failed probes of this rank's preflight when it probed before the exchange (every other
+  // peer of preflight_peers connected); nullopt when it probes after the exchange instead.
+  std::optional<std::vector<ProbeOutcome>> early_probe_failures;
   Fingerprint fingerprint;
   std::string problem;  // what this rank found wrong on its own (bad variable, ...); "" if none
 };

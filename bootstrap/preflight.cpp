@@ -138,34 +138,66 @@ Endpoint derived_endpoint() {
 
 namespace {
 
+// Starts a non-blocking connect: the socket while it is in progress, else -1 with `error` set
+// (0 when it connected at once).
+int start_connect(const ProbeTarget& target, int& error) {
+  error = 0;
+  Resolved where = resolve(parse_endpoint(target.endpoint, "peer endpoint"));
+  if (where.error != 0) {
+    error = where.error;
+    return -1;
+  }
+  const int fd = socket(where.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = errno;
+    return -1;
+  }
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&where.address), where.length) == 0) {
+    ::close(fd);
+    return -1;
+  }
+  if (errno == EINPROGRESS) return fd;
+  error = errno;
+  ::close(fd);
+  return -1;
+}
+
 std::vector<ProbeOutcome> probe_batch(std::span<const ProbeTarget> targets,
                                       Clock::time_point deadline,
-                                      const std::function<void()>& between) {
+                                      const std::function<void()>& between,
+                                      Clock::time_point retry_refused_until) {
+  constexpr auto kRetryPause = std::chrono::milliseconds(5);
   std::vector<ProbeOutcome> outcomes;
   std::vector<int> sockets;
-  for (const auto& target : targets) {
-    outcomes.push_back({target.rank, 0});
-    sockets.push_back(-1);
-    Resolved where = resolve(parse_endpoint(target.endpoint, "peer endpoint"));
-    if (where.error != 0) {
-      outcomes.back().error = where.error;
-      continue;
-    }
-    const int fd = socket(where.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      outcomes.back().error = errno;
-      continue;
-    }
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&where.address), where.length) == 0) {
-      ::close(fd);
-    } else if (errno == EINPROGRESS) {
-      sockets.back() = fd;
+  std::vector<Clock::time_point> retry_at(targets.size(), Clock::time_point::max());
+  // A refused connect is tried again, a pause later, until `retry_refused_until`.
+  const auto settle = [&](std::size_t i, int error) {
+    const auto now = Clock::now();
+    if (error == ECONNREFUSED && now + kRetryPause < retry_refused_until) {
+      retry_at[i] = now + kRetryPause;
     } else {
-      outcomes.back().error = errno;
-      ::close(fd);
+      outcomes[i].error = error;
     }
+  };
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    outcomes.push_back({targets[i].rank, 0});
+    int error = 0;
+    sockets.push_back(start_connect(targets[i], error));
+    if (sockets.back() < 0) settle(i, error);
   }
   while (true) {
+    const auto now = Clock::now();
+    auto next_retry = Clock::time_point::max();
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (retry_at[i] == Clock::time_point::max()) continue;
+      if (retry_at[i] <= now) {
+        retry_at[i] = Clock::time_point::max();
+        int error = 0;
+        sockets[i] = start_connect(targets[i], error);
+        if (sockets[i] < 0) settle(i, error);
+      }
+      next_retry = std::min(next_retry, retry_at[i]);
+    }
     std::vector<pollfd> waiting;
     std::vector<std::size_t> index;
     for (std::size_t i = 0; i < sockets.size(); ++i) {
@@ -174,7 +206,7 @@ std::vector<ProbeOutcome> probe_batch(std::span<const ProbeTarget> targets,
       index.push_back(i);
     }
     if (between) between();
-    if (waiting.empty()) break;
+    if (waiting.empty() && next_retry == Clock::time_point::max()) break;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
@@ -183,19 +215,28 @@ std::vector<ProbeOutcome> probe_batch(std::span<const ProbeTarget> targets,
         ::close(sockets[i]);
         sockets[i] = -1;
       }
+      for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (retry_at[i] != Clock::time_point::max()) outcomes[i].error = ECONNREFUSED;
+      }
       break;
     }
     // Short slices keep `between` (our own listener) answering peers that probe us meanwhile.
-    poll(waiting.data(), waiting.size(), static_cast<int>(std::min<long>(left.count(), 20)));
+    long slice = std::min<long>(left.count(), 20);
+    if (next_retry != Clock::time_point::max()) {
+      const auto until_retry =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_retry - Clock::now());
+      slice = std::clamp<long>(until_retry.count() + 1, 0, slice);
+    }
+    poll(waiting.data(), waiting.size(), static_cast<int>(slice));
     for (std::size_t k = 0; k < waiting.size(); ++k) {
       if (waiting[k].revents == 0) continue;
       const std::size_t i = index[k];
       int error = 0;
       socklen_t length = sizeof error;
       getsockopt(sockets[i], SOL_SOCKET, SO_ERROR, &error, &length);
-      outcomes[i].error = error;
       ::close(sockets[i]);
       sockets[i] = -1;
+      settle(i, error);
     }
   }
   return outcomes;
@@ -205,14 +246,15 @@ std::vector<ProbeOutcome> probe_batch(std::span<const ProbeTarget> targets,
 
 std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
                                       Clock::time_point deadline,
-                                      const std::function<void()>& between) {
+                                      const std::function<void()>& between,
+                                      Clock::time_point retry_refused_until) {
   // Bounded so that probing every rank of a large step stays within the file descriptor limit.
   constexpr std::size_t kOpenAtOnce = 256;
   const std::span<const ProbeTarget> all(targets);
   std::vector<ProbeOutcome> outcomes;
   for (std::size_t first = 0; first < all.size(); first += kOpenAtOnce) {
     const auto batch = probe_batch(all.subspan(first, std::min(kOpenAtOnce, all.size() - first)),
-                                   deadline, between);
+                                   deadline, between, retry_refused_until);
     outcomes.insert(outcomes.end(), batch.begin(), batch.end());
   }
   return outcomes;

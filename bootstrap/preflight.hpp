@@ -51,9 +51,12 @@ struct ProbeTarget {
 
 // Connects to every target at once; each outcome is 0, an errno or ETIMEDOUT at `deadline`.
 // `between` runs every polling round (the preflight keeps its own listener answering there).
+// Until `retry_refused_until` a refused connect is tried again (for probes that may reach a
+// peer before it listens).
 std::vector<ProbeOutcome> probe_peers(const std::vector<ProbeTarget>& targets,
                                       Clock::time_point deadline,
-                                      const std::function<void()>& between = {});
+                                      const std::function<void()>& between = {},
+                                      Clock::time_point retry_refused_until = {});
 
 // Collective over `comm`: this rank probes preflight_peers(rank, size) at `endpoints` (indexed
 // by rank; a rank that could not listen is probed too, so whoever answers there is found) until

@@ -133,6 +133,17 @@ case $case_name in
       "$bench" --bootstrap-only >"$out" 2>&1 || fail "the split_type fallback failed"
     contains "^# bootstrap time"
     ;;
+  event-tick)
+    # Open MPI polls for new TCP connections every mpi_event_tick_rate µs: the bootstrap sets
+    # 1000 (1 ms) unless the environment already has a value, which then stands.
+    run_ranks --env "$helper" --mode event-tick >"$out" 2>&1 || fail "the bootstrap failed"
+    [[ $(grep -c "mpi_event_tick_rate 1000\$" "$out") == "$np" ]] ||
+      fail "not every rank runs with mpi_event_tick_rate 1000"
+    OMPI_MCA_mpi_event_tick_rate=4000 run_ranks --env "$helper" --mode event-tick >"$out" 2>&1 ||
+      fail "the bootstrap failed with the user's tick rate"
+    [[ $(grep -c "mpi_event_tick_rate 4000\$" "$out") == "$np" ]] ||
+      fail "the user's mpi_event_tick_rate=4000 did not stand on every rank"
+    ;;
   endpoint-list)
     list=$(python3 -c "print(','.join(f'127.0.0.1:{$base_port+i}' for i in range($np)))")
     changed=${list%,*},127.0.0.9:1

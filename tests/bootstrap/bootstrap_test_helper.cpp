@@ -15,16 +15,50 @@
 #include "bootstrap/bootstrap.hpp"
 #include "core/error.hpp"
 
+namespace {
+
+// The value Open MPI took for mpi_event_tick_rate, through the MPI tools interface.
+std::string event_tick_rate() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "no MPI_T";
+  std::string value = "not found";
+  int count = 0;
+  MPI_T_cvar_get_num(&count);
+  for (int i = 0; i < count; ++i) {
+    char name[256];
+    int name_length = sizeof name, verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype type;
+    MPI_T_enum enumtype;
+    if (MPI_T_cvar_get_info(i, name, &name_length, &verbosity, &type, &enumtype, nullptr, nullptr,
+                            &bind, &scope) != MPI_SUCCESS ||
+        std::string(name) != "mpi_event_tick_rate" || type != MPI_INT) {
+      continue;
+    }
+    MPI_T_cvar_handle handle;
+    int elements = 0, rate = 0;
+    if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &elements) == MPI_SUCCESS) {
+      if (MPI_T_cvar_read(handle, &rate) == MPI_SUCCESS) value = std::to_string(rate);
+      MPI_T_cvar_handle_free(&handle);
+    }
+    break;
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
       "dtrain-bootstrap-test-helper: a rank for dtrain's bootstrap tests. probe: "
       "bootstrap and all-reduce once; stall-after-init: MPI_Init, write the pid to "
-      "--pid-file, then never arrive; die-after-init: MPI_Init, then SIGKILL itself."};
+      "--pid-file, then never arrive; die-after-init: MPI_Init, then SIGKILL itself; "
+      "event-tick: bootstrap, then print Open MPI's mpi_event_tick_rate as MPI_T reads it."};
   std::string mode = "probe", pid_file;
   bool allow_mismatch = false;
   double timeout_s = 0;
-  app.add_option("--mode", mode, "probe, stall-after-init or die-after-init")
-      ->check(CLI::IsMember({"probe", "stall-after-init", "die-after-init"}));
+  app.add_option("--mode", mode, "probe, stall-after-init, die-after-init or event-tick")
+      ->check(CLI::IsMember({"probe", "stall-after-init", "die-after-init", "event-tick"}));
   app.add_option("--pid-file", pid_file, "where stall-after-init writes its pid");
   app.add_flag("--allow-mismatch", allow_mismatch, "only warn on fingerprint mismatch");
   app.add_option("--timeout", timeout_s, "bootstrap deadline in seconds")
@@ -37,7 +71,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dtrain: dtrain-bootstrap-test-helper: %s\n", error.what());
     return 2;
   }
-  if (mode != "probe") {
+  if (mode == "stall-after-init" || mode == "die-after-init") {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     if (mode == "die-after-init") raise(SIGKILL);
@@ -56,6 +90,11 @@ int main(int argc, char** argv) {
   }
   try {
     auto session = dtrain::bootstrap::init(argc, argv, config);
+    if (mode == "event-tick") {
+      std::printf("dtrain-bootstrap-test-helper: rank %d mpi_event_tick_rate %s\n", session->rank(),
+                  event_tick_rate().c_str());
+      return 0;
+    }
     int value = session->rank();
     int sum = 0;
     session->communicator().all_reduce(&value, &sum, 1, dtrain::bootstrap::DataType::kInt32,

@@ -273,6 +273,7 @@ TEST(Record, RoundTripsThroughItsFixedSizeEncoding) {
   record.endpoints_hash = 0xfedcba9876543210ull;
   record.fingerprint = {"00ff", "0.1.0", "Open MPI v4.1.4", "none", "none", "none", "none"};
   record.problem = "something";
+  record.early_probe_failures = std::vector<ProbeOutcome>{{3, 111}, {5, 110}};
   const auto bytes = encode_record(record);
   ASSERT_EQ(bytes.size(), kRecordBytes);
   const auto back = decode_record(bytes.data(), bytes.size(), 1);
@@ -284,6 +285,13 @@ TEST(Record, RoundTripsThroughItsFixedSizeEncoding) {
   EXPECT_EQ(back.listen_errno, 98);
   EXPECT_EQ(back.fingerprint.mpi_library, "Open MPI v4.1.4");
   EXPECT_EQ(back.problem, "something");
+  ASSERT_TRUE(back.early_probe_failures.has_value());
+  ASSERT_EQ(back.early_probe_failures->size(), 2u);
+  EXPECT_EQ((*back.early_probe_failures)[1].target, 5);
+  EXPECT_EQ((*back.early_probe_failures)[1].error, 110);
+  record.early_probe_failures.reset();
+  EXPECT_FALSE(decode_record(encode_record(record).data(), kRecordBytes, 1)
+                   .early_probe_failures.has_value());
 }
 
 TEST(Record, LongStringsAreShortenedToFit) {

@@ -3,9 +3,9 @@
 // skipped by ctest) where no CUDA device is visible or dtrain was built without NCCL.
 #include <gtest/gtest.h>
 
+#include "bench/collectives/collective.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/buffer.hpp"
-#include "bench/collectives/collective.hpp"
 #include "bootstrap/nccl_backend.hpp"
 
 namespace {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <future>
+#include <memory>
 
 #include "bootstrap/deadline.hpp"
 #include "bootstrap/preflight.hpp"
@@ -74,6 +75,44 @@ TEST(ProbePeers, ListeningEndpointsAnswerOthersAreRefused) {
   EXPECT_EQ(outcomes[0].error, 0);
   EXPECT_EQ(outcomes[1].target, 2);
   EXPECT_EQ(outcomes[1].error, ECONNREFUSED);
+}
+
+// A peer that starts listening only after the first connect was refused: within the retry
+// window the probe tries again and connects; without one the refusal stands.
+TEST(ProbePeers, RefusedConnectsAreRetriedWithinTheWindow) {
+  const int port = closed_port();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  const auto refused = probe_peers({{1, endpoint}}, Clock::now() + 5s, {}, Clock::time_point{});
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].error, ECONNREFUSED);
+
+  std::unique_ptr<Listener> late;
+  int rounds = 0;
+  const auto outcomes = probe_peers(
+      {{1, endpoint}}, Clock::now() + 5s,
+      [&] {
+        // Listen from the third polling round on, after at least one refusal.
+        if (++rounds == 3)
+          late =
+              std::make_unique<Listener>(Endpoint{"127.0.0.1", static_cast<std::uint16_t>(port)});
+        if (late) late->serve();
+      },
+      Clock::now() + 4s);
+  ASSERT_NE(late, nullptr);
+  ASSERT_EQ(late->error(), 0);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].error, 0);
+}
+
+// Refusals that last past the window are reported as refused. The deadline is far beyond any
+// test timeout: the probe must end with the window, not wait for the deadline.
+TEST(ProbePeers, RefusalsPastTheWindowAreReported) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(closed_port());
+  const auto outcomes =
+      probe_peers({{3, endpoint}}, Clock::now() + 3600s, {}, Clock::now() + 100ms);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].target, 3);
+  EXPECT_EQ(outcomes[0].error, ECONNREFUSED);
 }
 
 // More targets than one batch of open sockets: every one is probed, in order.
