@@ -410,7 +410,9 @@ class Bootstrapper {
   // connection to every other, which each later progress call polls.) All of these requests
   // complete before init() returns, so the tag never meets user traffic.
   void exchange_records() {
+    constexpr const char* kStep = "waiting for all ranks to start the bootstrap";
     watchdog_.set_phase("waiting for all ranks to arrive");
+    require_one_message(kRecordBytes, size_, kStep);
     const std::vector<char> mine = encode_record(build_record());
     std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_), '\0');
     std::vector<MPI_Request> requests;
@@ -427,7 +429,6 @@ class Bootstrapper {
       MPI_Isend(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, 0, kArrivalTag, boot_,
                 &requests.back());
     }
-    constexpr const char* kStep = "waiting for all ranks to start the bootstrap";
     constexpr const char* kRankZeroNames = " (rank 0 names the ranks that are missing)";
     // A record is JSON, so a received one never starts with the zero byte it was cleared to.
     wait_or_abort(requests, kStep, [&]() -> std::string {

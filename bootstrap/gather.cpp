@@ -9,15 +9,19 @@
 
 namespace dtrain::bootstrap {
 
+void require_one_message(std::size_t bytes, int size, const std::string& step) {
+  if (bytes * static_cast<std::size_t>(size) > INT_MAX) {
+    throw Error(ErrorKind::kInternal, step + ": " + std::to_string(size) + " blocks of " +
+                                          std::to_string(bytes) + " bytes exceed one MPI message");
+  }
+}
+
 void allgather_through_root(const void* mine, int bytes, void* all, MPI_Comm comm,
                             const DeadlineWaiter& wait, const std::string& step) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (static_cast<long long>(bytes) * size > INT_MAX) {
-    throw Error(ErrorKind::kInternal, step + ": " + std::to_string(size) + " blocks of " +
-                                          std::to_string(bytes) + " bytes exceed one MPI message");
-  }
+  require_one_message(static_cast<std::size_t>(bytes), size, step);
   MPI_Request request;
   if (rank == 0) {
     std::memcpy(all, mine, static_cast<std::size_t>(bytes));

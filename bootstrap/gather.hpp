@@ -4,11 +4,16 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <string>
 
 #include "bootstrap/deadline.hpp"
 
 namespace dtrain::bootstrap {
+
+// Throws dtrain::Error(kInternal) naming `step` when `size` blocks of `bytes` do not fit in one
+// MPI message (an int count of bytes).
+void require_one_message(std::size_t bytes, int size, const std::string& step);
 
 // Collective over `comm`: every rank's `bytes` bytes from `mine`, in rank order, into `all`
 // (bytes * size) on every rank, as a gather to rank 0 and a broadcast from it.
