@@ -6,12 +6,19 @@ include_guard(GLOBAL)
 
 set(DTRAIN_PLUGSTACK_DROPIN_DIR /etc/slurm/plugstack.conf.d CACHE PATH
   "Directory of plugstack.conf drop-ins (Debian's plugstack.conf includes plugstack.conf.d/*.conf)")
-set(DTRAIN_DEB_SLURM_PACKAGE slurmd CACHE STRING
-  "Debian package whose exact version the dtrain package depends on")
-set(DTRAIN_DEB_MAINTAINER "dtrain developers <root@localhost>" CACHE STRING
+# Debian's slurm-wlm-basic-plugins holds what the plugin needs at run time: libslurmfull.so,
+# whose symbols the plugin resolves when srun or slurmstepd loads it, Slurm's PluginDir and the
+# plugstack.conf that includes plugstack.conf.d/. Login nodes (slurm-client) and compute nodes
+# (slurmd) both have it, and both of those depend on exactly their own version of it, so pinning
+# its version refuses a mismatched Slurm without pulling slurmd onto login nodes.
+set(DTRAIN_DEB_SLURM_PIN_PACKAGE slurm-wlm-basic-plugins CACHE STRING
+  "Debian package whose exact version the dtrain package depends on (one that login and compute nodes both have)")
+# The project's contact, as SECURITY.md gives it; a site that rebuilds the packages for its own
+# repository may put its own here.
+set(DTRAIN_PACKAGE_MAINTAINER "dtrain maintainers <maintainers@dtrain.dev>" CACHE STRING
   "Maintainer field of the Debian package (and packager of the RPM's changelog entry)")
-# The repository states no licence; set this before a package leaves the site.
-set(DTRAIN_PACKAGE_LICENSE "Unspecified" CACHE STRING "License field of the RPM")
+# LICENSE at the top of the repository; not a site's choice.
+set(DTRAIN_PACKAGE_LICENSE Apache-2.0)
 
 # The package always installs under /usr, whatever CMAKE_INSTALL_PREFIX a developer build uses.
 set(DTRAIN_PACKAGE_PREFIX /usr)
@@ -69,9 +76,11 @@ install(FILES ${PROJECT_BINARY_DIR}/packaging/dtrain.conf
 # Debian policy: man pages compressed with gzip -9n (no name or time stamp: reproducible).
 find_program(DTRAIN_GZIP gzip REQUIRED)
 set(_dtrain_man_gz "")
-foreach(page IN ITEMS spank_dtrain.8 dtrain-plan.1 dtrain-bench.1 dtrain-check.1
-                      dtrain-trainer.1)
-  set(source ${PROJECT_SOURCE_DIR}/slurm/man/${page})
+# Every page in slurm/man/, so that a new tool's page cannot be left out of the packages
+# (tests/deploy/check_docs.py checks that every installed tool has one).
+file(GLOB _dtrain_man_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/slurm/man/*.[18])
+foreach(source IN LISTS _dtrain_man_sources)
+  get_filename_component(page ${source} NAME)
   set(compressed ${PROJECT_BINARY_DIR}/packaging/man/${page}.gz)
   add_custom_command(OUTPUT ${compressed}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/packaging/man
@@ -86,6 +95,7 @@ add_custom_target(dtrain_man_pages ALL DEPENDS ${_dtrain_man_gz})
 file(GLOB _dtrain_examples ${PROJECT_SOURCE_DIR}/slurm/examples/*.sbatch)
 install(FILES ${_dtrain_examples} ${PROJECT_SOURCE_DIR}/slurm/examples/README.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${_dtrain_site_dir}/slurm.conf.reserved-ports ${_dtrain_site_dir}/slurm.conf.gres-gpus
               ${_dtrain_site_dir}/mpi.conf.pmix-fence ${_dtrain_site_dir}/topology.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/site)
@@ -109,14 +119,14 @@ set(DTRAIN_SLURM_RELEASE "${_dtrain_major}.${_dtrain_minor}.${_dtrain_micro}")
 # --- Debian package -----------------------------------------------------------------------
 # The Debian package pins the exact Debian version of Slurm found now. Without a Debian Slurm
 # (built from source), it pins the upstream release: any packaging revision of exactly it.
-execute_process(COMMAND dpkg-query -W -f=\${Version} ${DTRAIN_DEB_SLURM_PACKAGE}
+execute_process(COMMAND dpkg-query -W -f=\${Version} ${DTRAIN_DEB_SLURM_PIN_PACKAGE}
   OUTPUT_VARIABLE _dtrain_slurm_deb_version ERROR_QUIET RESULT_VARIABLE _dtrain_dpkg_rc)
 if(_dtrain_dpkg_rc EQUAL 0 AND _dtrain_slurm_deb_version)
-  set(DTRAIN_SLURM_DEPENDENCY "${DTRAIN_DEB_SLURM_PACKAGE} (= ${_dtrain_slurm_deb_version})")
+  set(DTRAIN_SLURM_DEPENDENCY "${DTRAIN_DEB_SLURM_PIN_PACKAGE} (= ${_dtrain_slurm_deb_version})")
 else()
   math(EXPR _dtrain_next_micro "${_dtrain_micro} + 1")
   set(DTRAIN_SLURM_DEPENDENCY
-    "${DTRAIN_DEB_SLURM_PACKAGE} (>= ${DTRAIN_SLURM_RELEASE}), ${DTRAIN_DEB_SLURM_PACKAGE} (<< ${_dtrain_major}.${_dtrain_minor}.${_dtrain_next_micro})")
+    "${DTRAIN_DEB_SLURM_PIN_PACKAGE} (>= ${DTRAIN_SLURM_RELEASE}), ${DTRAIN_DEB_SLURM_PIN_PACKAGE} (<< ${_dtrain_major}.${_dtrain_minor}.${_dtrain_next_micro})")
 endif()
 message(STATUS "dtrain: the Debian package will depend on ${DTRAIN_SLURM_DEPENDENCY}")
 
@@ -227,7 +237,7 @@ dtrain_with_parents(_dtrain_rpm_shared_dirs "${_dtrain_dropin_parent}" "${DTRAIN
 
 string(TIMESTAMP _dtrain_changelog_date "%a %b %d %Y" UTC)
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/packaging/rpm/changelog CONTENT
-"* ${_dtrain_changelog_date} ${DTRAIN_DEB_MAINTAINER} - ${PROJECT_VERSION}-1
+"* ${_dtrain_changelog_date} ${DTRAIN_PACKAGE_MAINTAINER} - ${PROJECT_VERSION}-1
 - dtrain ${PROJECT_VERSION} for Slurm ${DTRAIN_SLURM_RELEASE}
 ")
 
@@ -235,7 +245,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME dtrain)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR dtrain)
-set(CPACK_PACKAGE_CONTACT "${DTRAIN_DEB_MAINTAINER}")
+set(CPACK_PACKAGE_CONTACT "${DTRAIN_PACKAGE_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
   "Slurm SPANK plugin and bootstrap tools for distributed training")
 set(CPACK_PACKAGE_DESCRIPTION
@@ -243,14 +253,15 @@ set(CPACK_PACKAGE_DESCRIPTION
 ordered endpoints and master address in the names of PyTorch, PaddlePaddle, TensorFlow and
 dtrain, and binds it to its GPUs, NICs and CPU cores. The package holds the SPANK plugin,
 a plugstack.conf.d drop-in that is disabled until edited, the tools dtrain-plan,
-dtrain-check, dtrain-bench and dtrain-trainer, man pages, sbatch templates and site
-configuration examples. It is built for exactly one Slurm release.")
+dtrain-check, dtrain-bench, dtrain-trainer, dtrain-plot, dtrain-mpi-allreduce-baseline and
+dtrain-compare-allreduce, man pages, sbatch templates and site configuration examples.
+It is built for exactly one Slurm release.")
 set(CPACK_PACKAGING_INSTALL_PREFIX ${DTRAIN_PACKAGE_PREFIX})
 # Debug information would make the package four times larger.
 set(CPACK_STRIP_FILES ON)
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/packaging/CPackProjectConfig.cmake)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${DTRAIN_DEB_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${DTRAIN_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "${DTRAIN_SLURM_DEPENDENCY}")
@@ -260,8 +271,11 @@ get_target_property(_dtrain_bootstrap_dir dtrain_bootstrap BINARY_DIR)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${_dtrain_bootstrap_dir})
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_BINARY_DIR}/packaging/conffiles)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
-# The release names the Slurm release, as a file name and in `rpm -q`: dtrain-0.1.0-1.slurm25.11.7.
-set(CPACK_RPM_PACKAGE_RELEASE "1.slurm${DTRAIN_SLURM_RELEASE}")
+# Both packages' release names the Slurm release, in the file name, in `dpkg -l` and in `rpm -q`:
+# dtrain_0.1.0-1.slurm22.05.8_amd64.deb, dtrain-0.1.0-1.slurm22.05.8.x86_64.rpm.
+set(DTRAIN_PACKAGE_RELEASE "1.slurm${DTRAIN_SLURM_RELEASE}")
+set(CPACK_DEBIAN_PACKAGE_RELEASE "${DTRAIN_PACKAGE_RELEASE}")
+set(CPACK_RPM_PACKAGE_RELEASE "${DTRAIN_PACKAGE_RELEASE}")
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_LICENSE "${DTRAIN_PACKAGE_LICENSE}")
 set(CPACK_RPM_PACKAGE_GROUP "System Environment/Base")

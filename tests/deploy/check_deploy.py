@@ -4,9 +4,11 @@
 Usage:
   check_deploy.py template FILE.sbatch   submit an sbatch template with stand-in programs and
                                          check the variables every task saw
-  check_deploy.py package BUILD_DIR      build the Debian package, install it, run a step with
-                                         the installed plugin and drop-in, render the installed
-                                         man pages, and remove the package again
+  check_deploy.py package BUILD_DIR      build the Debian package, check its dependencies (the
+                                         exact Slurm, without slurmd), version and maintainer,
+                                         install it, run a step with the installed plugin and
+                                         drop-in, render the installed man pages, and remove
+                                         the package again
 
 Needs SLURM_CONF and DTRAIN_CLUSTER_DIR (source the cluster's env.sh). template also needs
 DTRAIN_PLUGIN (the built spank_dtrain.so). package needs root and dpkg. Every check restores the
@@ -25,7 +27,9 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 STAND_IN = os.path.join(HERE, "stand_in.py")
+MAN_PAGES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(REPO, "slurm", "man", "*.[18]")))
 MAN_CHECK = os.path.join(HERE, "check_man_pages.sh")
 # The environment contract is checked by the plugin suite's check_step, in one place.
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "plugin"))
@@ -233,6 +237,16 @@ def build_package(build_dir, out_dir):
     return debs[0], time.monotonic() - started
 
 
+def cache_value(build_dir, name):
+    path = os.path.join(build_dir, "CMakeCache.txt")
+    with open(path) as f:
+        for line in f:
+            match = re.match(rf"{re.escape(name)}:[A-Z]+=(.*)$", line.rstrip("\n"))
+            if match:
+                return match.group(1)
+    raise CheckFailed(f"{path} has no {name}")
+
+
 def installed_files():
     return run(["dpkg-query", "-L", PACKAGE]).stdout.split("\n")
 
@@ -250,8 +264,7 @@ def drop_in_line(path, plugin):
     expect(line.split()[1] == plugin, f"the drop-in names {line.split()[1]}, the package installed {plugin}")
     documented = set(re.findall(r"^#\s{3}(\w+)=", "\n".join(lines), re.MULTILINE))
     keys = {"enable", "frameworks", "ports", "port_block", "address", "ip_max_nodes", "suffix",
-            "topology", "bind",
-            "gpus", "loopback", "check_ports"}
+            "topology", "topology_cache", "bind", "gpus", "loopback", "check_ports"}
     expect(keys <= documented, f"{path} does not document {sorted(keys - documented)}")
     return line
 
@@ -260,9 +273,24 @@ def check_package(build_dir):
     expect(os.geteuid() == 0, "the package check installs a .deb: run it as root (CI runs it on a throwaway machine)")
     out_dir = tempfile.mkdtemp(prefix="package-", dir=WORKDIR)
     deb, cpack_seconds = build_package(build_dir, out_dir)
-    slurm_version = run(["dpkg-query", "-W", "-f=${Version}", "slurmd"]).stdout
-    depends = run(["dpkg-deb", "-f", deb, "Depends"]).stdout
-    expect(f"slurmd (= {slurm_version})" in depends, f"the package depends on {depends.strip()}, not slurmd (= {slurm_version})")
+    pin_package = cache_value(build_dir, "DTRAIN_DEB_SLURM_PIN_PACKAGE")
+    slurm_version = run(["dpkg-query", "-W", "-f=${Version}", pin_package]).stdout
+    pin = f"{pin_package} (= {slurm_version})"
+    depends = run(["dpkg-deb", "-f", deb, "Depends"]).stdout.strip()
+    expect(pin in depends, f"the package depends on {depends}, not {pin}")
+    # Login nodes have no slurmd: nothing may pull it (or slurmctld) in. A mismatched Slurm is
+    # still refused, because the client and the node daemon both pin the pinned package too.
+    daemons = [name for name in ("slurmd", "slurmctld") if re.search(rf"(^|[\s,|]){name}\b", depends)]
+    expect(not daemons, f"the package depends on {daemons} ({depends}); login nodes have no such package")
+    for holder in ("slurm-client", "slurmd"):
+        theirs = run(["dpkg-query", "-W", "-f=${Depends}", holder]).stdout
+        expect(pin in theirs, f"{holder} does not depend on {pin} ({theirs}): pinning it would not refuse a mismatched {holder}")
+    version = run(["dpkg-deb", "-f", deb, "Version"]).stdout.strip()
+    release = slurm_version.split("-")[0].split(":")[-1]
+    expect(version.endswith(f"-1.slurm{release}"), f"the package's version {version} does not name Slurm {release}")
+    maintainer = run(["dpkg-deb", "-f", deb, "Maintainer"]).stdout.strip()
+    expect(maintainer == cache_value(build_dir, "DTRAIN_PACKAGE_MAINTAINER") and "localhost" not in maintainer,
+           f"the package's maintainer is {maintainer!r}")
     try:
         started = time.monotonic()
         dpkg("-i", deb)
@@ -302,7 +330,12 @@ def check_package(build_dir):
             expect(all(low <= p <= high for p in ports), f"ports {sorted(ports)} are outside the drop-in's ports={low}-{high}")
 
         pages = [f for f in files if re.search(r"/man/man[18]/[^/]+\.[18]\.gz$", f)]
-        expect(len(pages) == 5, f"the package holds man pages {pages}")
+        names = sorted(os.path.basename(f)[:-3] for f in pages)
+        expect(names == MAN_PAGES, f"the package holds man pages {names}, slurm/man/ has {MAN_PAGES}")
+        license_file = "/usr/share/doc/dtrain/LICENSE"
+        expect(license_file in files, f"{license_file} is not in the package")
+        with open(license_file) as installed, open(os.path.join(REPO, "LICENSE")) as ours:
+            expect(installed.read() == ours.read(), f"{license_file} is not the repository's LICENSE")
         man = run([MAN_CHECK, *pages], check=False)
         expect(man.returncode == 0, f"installed man pages do not render cleanly:\n{man.stdout}{man.stderr}")
     finally:
@@ -310,9 +343,10 @@ def check_package(build_dir):
         dpkg("--purge", PACKAGE)
     expect(not os.path.exists(plugin) and not os.path.exists(drop_in), "files left behind after dpkg --purge")
     subprocess.run(["rm", "-rf", out_dir], check=False)
-    print(f"dtrain: ok: package {os.path.basename(deb)} (cpack {cpack_seconds:.1f}s, dpkg -i {install_seconds:.1f}s) "
-          f"depends on slurmd (= {slurm_version}); {len(tools)} tools start; the drop-in's line loaded {plugin} and a 2-node step got "
-          f"endpoints {','.join(entries)}; 5 man pages render; purged")
+    print(f"dtrain: ok: package {os.path.basename(deb)} (version {version}, cpack {cpack_seconds:.1f}s, dpkg -i "
+          f"{install_seconds:.1f}s) depends on {pin}, which slurmd and slurm-client pin too, and not on slurmd; "
+          f"{len(tools)} tools start; the drop-in's line loaded {plugin} and a 2-node step got "
+          f"endpoints {','.join(entries)}; {len(pages)} man pages render; LICENSE installed; purged")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ Checks, against the Debian package cpack makes from the same build tree:
     the tools that link it), its plugin links no libslurm, and it owns none of Slurm's or the
     system's directories;
   - it is not relocatable, and has no scriptlets or triggers: installing it edits no Slurm
-    configuration and restarts no daemon.
+    configuration and restarts no daemon;
+  - its License is Apache-2.0, it holds the repository's LICENSE, and a man page for every page
+    in slurm/man/.
 And SPEC (slurm/packaging/dtrain.spec), which cannot be built here (its build dependencies are
-RHEL packages): its version is V, it requires slurm = R and builds against slurm-devel = R, it
+RHEL packages): its version is V, its License Apache-2.0, it requires slurm = R and builds against slurm-devel = R, it
 refuses to parse without a slurm-devel, its %files cover exactly the files the RPM holds, and
 `rpmbuild -ts` finds it inside a source tarball and writes a source RPM.
 Needs Debian's rpm package (rpmbuild, rpmspec, rpm2archive) and dpkg-deb.
@@ -43,6 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "dtrain"
 DROP_IN = "/etc/slurm/plugstack.conf.d/dtrain.conf"
 TOOLS = ("dtrain-plan", "dtrain-check", "dtrain-bench", "dtrain-trainer")
+MAN_PAGES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(HERE, "..", "..", "slurm", "man", "*.[18]")))
+LICENSE = "Apache-2.0"  # SPDX identifier of LICENSE
 
 
 
@@ -150,8 +154,14 @@ def check_package(build_dir, args, out_dir):
     expect(not differ, f"these files of the RPM differ from the DEB's: {differ}")
     for tool in TOOLS:
         expect(f"/usr/bin/{tool}" in rpm_files, f"/usr/bin/{tool} is not in the RPM")
-    pages = [p for p in rpm_files if re.search(r"^/usr/share/man/man[18]/[^/]+\.[18]\.gz$", p)]
-    expect(len(pages) == 5, f"the RPM holds man pages {pages}")
+    pages = sorted(os.path.basename(p)[:-3] for p in rpm_files if re.search(r"^/usr/share/man/man[18]/[^/]+\.[18]\.gz$", p))
+    expect(pages == MAN_PAGES, f"the RPM holds man pages {pages}, slurm/man/ has {MAN_PAGES}")
+    license_file = "/usr/share/doc/dtrain/LICENSE"
+    expect(license_file in rpm_files, f"{license_file} is not in the RPM")
+    with open(os.path.join(HERE, "..", "..", "LICENSE")) as f:
+        expect(rpm_member(rpm, license_file) == f.read(), f"{license_file} in the RPM is not the repository's LICENSE")
+    license_field = run(["rpm", "-qp", "--qf", "%{LICENSE}", rpm]).stdout
+    expect(license_field == LICENSE, f"the RPM's License is {license_field!r}, not {LICENSE}")
 
     config = {p for p, (_, flags) in entries.items() if "c" in flags}
     expect(config == {DROP_IN}, f"the RPM's configuration files are {sorted(config)}, expected only {DROP_IN}")
@@ -201,6 +211,8 @@ def check_spec(spec, args, rpm_files, work):
     query = ["rpmspec", "-q", "--define", f"slurm_version {args.slurm_release}"]
     version = run(query + ["--qf", "%{VERSION}\n", spec]).stdout.split()[0]
     expect(version == args.version, f"{spec} has Version {version}; the project (CMakeLists.txt) is {args.version}")
+    license_field = run(query + ["--qf", "%{LICENSE}\n", spec]).stdout.split("\n")[0]
+    expect(license_field == LICENSE, f"{spec} has License {license_field!r}, not {LICENSE}")
     requires = run(query + ["--requires", spec]).stdout.splitlines()
     expect(f"slurm = {args.slurm_release}" in requires, f"{spec} requires {requires}, not slurm = {args.slurm_release}")
     build_requires = run(query + ["--buildrequires", spec]).stdout.splitlines()
