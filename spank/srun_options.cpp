@@ -30,7 +30,8 @@ char kName[] = "distributed-train";
 char kArgInfo[] = "[FRAMEWORKS]";
 char kUsage[] =
     "Export rank, world size and ordered endpoints for distributed training "
-    "(FRAMEWORKS: torch,paddle,tf or all; default all) and bind GPUs, NICs and CPUs.";
+    "(FRAMEWORKS: torch,paddle,tf or all; without a value, the site's frameworks= in "
+    "plugstack.conf, all unless set) and bind GPUs, NICs and CPUs.";
 
 struct spank_option distributed_train_option = {kName, kArgInfo, kUsage,
                                                 2,     0,        on_distributed_train};
