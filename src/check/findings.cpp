@@ -16,8 +16,8 @@ const std::vector<FindingKind>& finding_catalog() {
        "PyTorch `env://` stops with \"environment variable MASTER_ADDR expected, but not set\"; "
        "every process thinks it is rank 0 of 1; Paddle and TensorFlow start single workers.",
        "Launch with `srun --mpi=pmix --distributed-train ...`. If srun does not know the option, "
-       "add `required /path/to/spank_dtrain.so` to plugstack.conf (or a plugstack.conf.d/ "
-       "drop-in) on the login and compute nodes."},
+       "the plugin is not loaded there: the site enables the plugin line of "
+       "/etc/slurm/plugstack.conf.d/dtrain.conf on the login and compute nodes (spank_dtrain(8))."},
       {"endpoint-port-in-use", Severity::kProblem,
        "A rank's endpoint port (DTRAIN_CURRENT_ENDPOINT) is held by another listening process on "
        "its node, checked before anything of this step bound it.",

@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "dtrain_scale_step: one node's share of a large step, through the plugin's own planning "
-      "code, timed phase by phase, with its name lookups counted (see README \"Scale\")."};
+      "code, timed phase by phase, with its name lookups counted (see docs/scale.md)."};
   app.add_option("--nodes", o.nodes, "Nodes in the step (named node00001, node00002, ...)")
       ->check(CLI::Range(1u, 99999u))
       ->capture_default_str();

@@ -4,7 +4,7 @@
 #                                     [--nccl-tests-src DIR]
 #       Here, with the Debian packages and PyPI: fill DIR (default build-gpu-carry) with what
 #       the device machine lacks (headers, GoogleTest's source, Open MPI from its PyPI wheel,
-#       optionally nccl-tests' source). The device call then carries DIR.
+#       optionally nccl-tests' source). Copy DIR to the GPU machine with the checkout.
 #   tests/gpu/device_check.sh run [--carry DIR] [--build-dir DIR | --reuse-build DIR]
 #                                 [--out DIR] [--budget S] [--build-timeout S] [--jobs N]
 #                                 [--mpi-home DIR] [--configure-only] [--resolve-hostname]
@@ -127,13 +127,13 @@ PY
     echo "nccl-tests ${nccl_tests_src:-not carried}"
   } >"$carry/MANIFEST.txt"
   rm -rf "$carry/wheels"
-  note "prepare: done, $(du -sh "$carry" | cut -f1) in $carry (the device call carries at most 64 MiB in all)"
+  note "prepare: done, $(du -sh "$carry" | cut -f1) in $carry"
   if [[ $carry == "$repo"/* ]]; then
     local carry_arg=""
     [[ $carry == "$repo/build-gpu-carry" ]] || carry_arg=" --carry ${carry#"$repo"/}"
-    note "prepare: the device call: run(command=\"tests/gpu/device_check.sh run --resolve-hostname$carry_arg\", carry=[\"${carry#"$repo"/}\"], timeout_s=540)"
+    note "prepare: then, on the GPU machine, in a copy of this checkout with ${carry#"$repo"/}/: tests/gpu/device_check.sh run --resolve-hostname$carry_arg"
   else
-    note "prepare: $carry is outside the checkout, so a device call cannot carry it; it serves a run on this machine"
+    note "prepare: then, on the GPU machine, with a copy of the checkout and of $carry: tests/gpu/device_check.sh run --carry DIR (DIR: where the copy of $carry is)"
   fi
 }
 

@@ -5,7 +5,7 @@ Usage:
   check_slurm_headers.py --series 25.11 --headers-root DIR --build-dir BUILD --workdir WORK SOURCE...
 
 DIR holds one folder per release, <major>.<minor>.<micro>/slurm/*.h, with slurm_version.h.in as
-Slurm's source tree has it (../shared/third_party/slurm-headers). The newest release of SERIES
+Slurm's source tree has it (the build's DTRAIN_SLURM_HEADERS_DIR). The newest release of SERIES
 there is copied into WORK with slurm_version.h filled in, and every SOURCE is compiled with
 -fsyntax-only, the flags the build uses for it (BUILD/compile_commands.json: the project's
 warnings) and -Werror, with WORK's headers searched first. The check fails when a SOURCE does

@@ -1,4 +1,4 @@
-// Facts about real hwloc captures published by other projects (../shared/topologies).
+// Facts about real hwloc captures published by other projects (DTRAIN_SHARED_TOPOLOGIES).
 
 #include <gtest/gtest.h>
 

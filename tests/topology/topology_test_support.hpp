@@ -1,5 +1,6 @@
 #pragma once
-// Paths to the topology fixtures and a skip helper for the real captures in ../shared.
+// Paths to the topology fixtures and a skip helper for the real captures
+// (DTRAIN_SHARED_TOPOLOGIES).
 
 #include <gtest/gtest.h>
 
