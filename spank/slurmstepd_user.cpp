@@ -57,14 +57,16 @@ core::StepInputs read_step_inputs(spank_t sp) {
   const PluginState& st = state();
   if (!st.controller_error.empty()) throw Error(ErrorKind::kResource, st.controller_error);
   if (st.het) {
-    // One world across the components: SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE
-    // already hold all of them; each component's own layout (its distribution included) came
+    // One world across the components, nodes in component order as Slurm's SLURM_NODEID counts
+    // them (core/het_step.hpp): each component's own layout (its distribution included) came
     // from slurmctld, and this component's ranks and nodes are shifted past the earlier ones.
+    in.spec.nodelist = st.het->nodelist;
+    in.spec.tasks_per_node = st.het->tasks_per_node;
     in.spec.distribution = {core::DistributionKind::kArbitrary, 0};
-    // Each component has a job id and reserved ports of its own, which the other components'
-    // nodes cannot see: ports are derived from component 0's job id on every node.
+    // srun merges the components' reserved ports and hands the merged list to every
+    // component's nodes (srun_job.c, _create_job_step), so SLURM_STEP_RESV_PORTS is one string
+    // across the step; derived ports come from component 0's job id on every node.
     in.job_id = st.het->leader_job_id;
-    in.reserved_ports.clear();
     in.spec.arbitrary_hosts = st.het->hosts_of_ranks;
     in.spec.nnodes = st.het->node_count;
     in.spec.ntasks = st.het->task_count;

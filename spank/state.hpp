@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/het_step.hpp"
 #include "core/node_environment.hpp"
 #include "core/step_plan.hpp"
 
@@ -19,26 +20,15 @@ struct NodeTaskPlan {
   std::vector<unsigned> cpus;  // planned CPU list (may name CPUs this host lacks)
 };
 
-// A heterogeneous step seen from one component: the SPANK items are the component's, the
-// world is every component's.
-struct HetStep {
-  std::uint32_t leader_job_id = 0;  // component 0's job id: every component derives ports from it
-  std::uint32_t rank_offset = 0;    // ranks of the components before this one
-  std::uint32_t node_offset = 0;    // nodes of the components before this one
-  std::uint32_t node_count = 0;     // all components
-  std::uint32_t task_count = 0;
-  std::string hosts_of_ranks;  // the host of every rank of all components, in rank order
-};
-
 struct PluginState {
   core::PluginConfig config;
   bool option_given = false;
   core::FrameworkSet option_frameworks;
 
   // Filled by init_post_opt in slurmstepd, as root, for -m arbitrary and het steps only.
-  std::string arbitrary_hosts;   // the host of every rank in rank order, from slurmctld
-  std::optional<HetStep> het;    // a heterogeneous step: all components together
-  std::string controller_error;  // why slurmctld did not give them
+  std::string arbitrary_hosts;        // the host of every rank in rank order, from slurmctld
+  std::optional<core::HetWorld> het;  // a heterogeneous step: all components together
+  std::string controller_error;       // why slurmctld did not give them
 
   // Set by init_post_opt when it added the task variables to PYXIS_CONTAINER_ENV; task_init
   // puts the user's value back (or none) before the program starts.
@@ -47,7 +37,9 @@ struct PluginState {
 
   // Filled by user_init on each node.
   bool active = false;
-  std::string planning_error;       // logged by user_init; task_init then stops every task
+  std::string planning_error;  // logged by user_init; task_init then stops every task
+  // Set by task_post_fork (as root) once it asked slurmctld to cancel the step this node refused.
+  bool step_cancel_sent = false;
   std::vector<NodeTaskPlan> tasks;  // index: local task id
   // What each task builds its own variables from, in its task_init (core::task_environment).
   std::optional<core::StepPlan> plan;

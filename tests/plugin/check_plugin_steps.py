@@ -277,34 +277,101 @@ def check_unresolvable_suffix():
           "the host, under required and under optional")
 
 
+def port_set(text):
+    ports = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        ports.update(range(int(first), int(last or first) + 1))
+    return ports
+
+
+def check_het_ports(tasks):
+    """With Slurm's reserved ports (the `site` profile), srun hands every component's nodes one
+    merged list, and the het step's ports come from it."""
+    reserved = {t.get("SLURM_STEP_RESV_PORTS") for t in tasks}
+    if reserved == {None}:
+        return "derived ports"
+    expect(len(reserved) == 1, f"the components' nodes got different reserved ports: {sorted(map(str, reserved))}")
+    allowed = port_set(reserved.pop())
+    used = {int(e.rsplit(":", 1)[1]) for e in endpoint_list(tasks[0]).split(",")}
+    used.add(int(tasks[0]["DTRAIN_MASTER_PORT"]))
+    expect(used <= allowed, f"ports {sorted(used - allowed)} are outside the reserved {tasks[0]['SLURM_STEP_RESV_PORTS']}")
+    return f"Slurm's reserved ports {tasks[0]['SLURM_STEP_RESV_PORTS']}"
+
+
+def run_het(command, components, expected_tasks):
+    out = report_dir()
+    proc = run(command + [a for k, args in enumerate(components)
+                          for a in ([":"] if k else []) + ["--distributed-train", *args, "/usr/bin/python3", REPORTER, out]],
+               check=False)
+    expect(proc.returncode == 0, f"het step {components} failed:\n{proc.stderr[-3000:]}")
+    tasks = reports(out)
+    expect(len(tasks) == expected_tasks, f"{len(tasks)} of {expected_tasks} tasks reported")
+    check_step(tasks)
+    for t in tasks:
+        expect(t["RANK"] == t["SLURM_PROCID"], f"RANK={t['RANK']} but SLURM_PROCID={t['SLURM_PROCID']}")
+    return tasks
+
+
 def check_het():
-    # Heterogeneous steps: one world across the components, RANK == SLURM_PROCID, each component
-    # laid out with its own distribution, one endpoint list on every node.
+    # Heterogeneous steps: one world across the components, RANK == SLURM_PROCID and
+    # DTRAIN_NODE_RANK == SLURM_NODEID (both counted in component order), each component laid out
+    # with its own distribution, one endpoint list on every node. Slurm sorts the step's node
+    # list, so components listed against node order are the case to cover.
     cases = [
         [["-w", "node1", "-N1", "-n2", "-m", "cyclic"], ["-w", "node2,node3", "-N2", "-n3", "-m", "block"]],
-        [["-w", "node1", "-N1", "-n1"], ["-w", "node2", "-N1", "-n2"],
-         ["-w", "node3,node4", "-N2", "-n3", "-m", "cyclic"]],
+        [["-w", "node3,node4", "-N2", "-n3", "-m", "cyclic"], ["-w", "node1", "-N1", "-n2"]],
+        [["-w", "node4", "-N1", "-n1"], ["-w", "node2,node3", "-N2", "-n3", "-m", "cyclic"],
+         ["-w", "node1", "-N1", "-n2"]],
     ]
     for components in cases:
-        out = report_dir()
-        command = ["srun"]
-        for k, args in enumerate(components):
-            command += ([":"] if k else []) + ["--distributed-train", *args, "/usr/bin/python3", REPORTER, out]
-        proc = run(command, check=False)
-        expect(proc.returncode == 0, f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
-        tasks = reports(out)
         total = sum(int(next(x[2:] for x in a if x.startswith("-n") and x[2:].isdigit())) for a in components)
-        expect(len(tasks) == total, f"{len(tasks)} of {total} tasks reported")
-        check_step(tasks)
-        for t in tasks:
-            expect(t["RANK"] == t["SLURM_PROCID"], f"RANK={t['RANK']} but SLURM_PROCID={t['SLURM_PROCID']}")
-        # Each rank's endpoint names the node Slurm ran it on: the components' own layouts.
+        tasks = run_het(["srun"], components, total)
+        ports = check_het_ports(tasks)
         hosts = {int(t["DTRAIN_RANK"]): t["host"] for t in tasks}
         nodes_in_order = list(dict.fromkeys(hosts[r] for r in sorted(hosts)))
         print(f"dtrain: ok: het step {' : '.join(' '.join(a) for a in components)}: {total} ranks on "
-              f"{','.join(nodes_in_order)}, RANK == SLURM_PROCID, one endpoint list")
+              f"{','.join(nodes_in_order)}, RANK == SLURM_PROCID, one endpoint list, {ports}")
+
+    # A het job of three components whose step leaves component 0 out (--het-group=1,2): the
+    # world is components 1 and 2, ranks from 0 as SLURM_PROCID counts them.
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE)) as tmp:
+        out_dir = report_dir()
+        script = os.path.join(tmp, "het.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/bash\n"
+                    f"srun --het-group=1,2 --distributed-train /usr/bin/python3 {REPORTER} {out_dir}\n")
+        log = os.path.join(tmp, "het.out")
+        proc = run(["sbatch", "--wait", "-o", log, "-w", "node4", "-N1", "-n1", ":", "-w", "node3", "-N1", "-n2",
+                    ":", "-w", "node1,node2", "-N2", "-n2", script], check=False)
+        with open(log) as f:
+            printed = f.read()
+        expect(proc.returncode == 0, f"the het job failed ({proc.returncode}):\n{proc.stderr}\n{printed[-3000:]}")
+        tasks = reports(out_dir)
+        expect(len(tasks) == 4, f"{len(tasks)} of 4 tasks of components 1 and 2 reported:\n{printed[-2000:]}")
+        check_step(tasks)
+        expect({t["host"] for t in tasks} == {"node1", "node2", "node3"}, "component 0's node4 ran a task")
+        print(f"dtrain: ok: srun --het-group=1,2 in a 3-component het job: component 0 left out, "
+              f"4 ranks on node3,node1,node2, {check_het_ports(tasks)}")
+
+    # srun A : B inside an ordinary allocation: one message that names het steps.
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DTRAIN_TEST_WORKDIR", STATE)) as tmp:
+        log = os.path.join(tmp, "local-het.out")
+        script = os.path.join(tmp, "local-het.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/bash\n"
+                    "srun --distributed-train -w node2 -N1 -n1 /bin/echo program-ran : "
+                    "--distributed-train -w node1 -N1 -n1 /bin/echo program-ran\n"
+                    "echo srun-exit=$?\n")
+        run(["sbatch", "--wait", "-o", log, "-N2", "-w", "node[1-2]", script], check=False)
+        with open(log) as f:
+            printed = f.read()
+        expect("inside an allocation that is not heterogeneous" in printed,
+               f"srun A : B inside an ordinary allocation was not refused by name:\n{printed[-2000:]}")
+        expect("program-ran" not in printed, f"a task ran its program after the refusal:\n{printed}")
+        print("dtrain: ok: srun A : B inside an ordinary allocation is refused, naming het steps")
+
     # Two components on one node cannot share one endpoint list per node: refused by name.
-    out = report_dir()
     proc = run(["srun", "--distributed-train", "-w", "node1", "-N1", "-n1", "--overlap", "true", ":",
                 "--distributed-train", "-w", "node1", "-N1", "-n1", "--overlap", "true"], check=False)
     if proc.returncode != 0 and "runs tasks of two components" in proc.stderr:
@@ -319,22 +386,26 @@ def check_het():
 CLUSTER_SH = os.path.join(HERE, "..", "..", "slurm", "local", "cluster.sh")
 
 
-class held_port:
-    """A listener on PORT (all addresses) inside NODE's network namespace, as UID."""
+class held_ports:
+    """Listeners on PORTS (all addresses) inside NODE's network namespace, as UID: a whole row of
+    derived ports holds the port of that row for every job and step."""
 
-    def __init__(self, node, port, uid):
-        self.node, self.port, self.uid = node, port, uid
+    def __init__(self, node, ports, uid):
+        self.node, self.ports, self.uid = node, list(ports), uid
 
     def __enter__(self):
-        listen = ("import socket,time; s=socket.socket(); "
-                  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-                  f"s.bind(('0.0.0.0', {self.port})); s.listen(); time.sleep(120)")
+        listen = ("import socket,sys,time\n"
+                  "held=[]\n"
+                  "for p in map(int, sys.argv[1:]):\n"
+                  "    s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                  "    s.bind(('0.0.0.0', p)); s.listen(); held.append(s)\n"
+                  "time.sleep(120)\n")
         as_user = [] if self.uid == 0 else ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
                                             "--clear-groups"]
         self.proc = subprocess.Popen([CLUSTER_SH, "--state-dir", STATE, "exec", self.node, "--", *as_user,
-                                      "/usr/bin/python3", "-c", listen],
+                                      "/usr/bin/python3", "-c", listen, *map(str, self.ports)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        needle = f":{self.port:04X} 00000000:0000 0A"
+        needle = f":{self.ports[-1]:04X} 00000000:0000 0A"
         for _ in range(100):
             tcp = run([CLUSTER_SH, "--state-dir", STATE, "exec", self.node, "--", "cat", "/proc/net/tcp"],
                       check=False).stdout

@@ -3,8 +3,11 @@
 #include <sched.h>
 #include <slurm/slurm.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace dtrain::testing {
@@ -47,6 +50,16 @@ namespace {
 // spank.h defines the ESPANK_* codes as plain ints.
 spank_err_t err(int code) {
   return static_cast<spank_err_t>(code);
+}
+}  // namespace
+
+namespace {
+// slurm_kill_job_step, whatever its signature.
+int record_kill(std::uint32_t job_id, std::uint32_t step_id, int signal) {
+  fake().kill_requests.push_back({job_id, step_id, signal});
+  if (fake().kill_error == 0) return SLURM_SUCCESS;
+  errno = fake().kill_error;
+  return SLURM_ERROR;
 }
 }  // namespace
 
@@ -153,9 +166,53 @@ void slurm_debug(const char* fmt, ...) {
   va_end(ap);
 }
 
-slurm_step_layout_t* slurm_job_step_layout_get(slurm_step_id_t*) {
-  return nullptr;
+slurm_step_layout_t* slurm_job_step_layout_get(slurm_step_id_t* id) {
+  const auto it = fake().step_layouts.find(id->job_id);
+  if (it == fake().step_layouts.end() || it->second.error) {
+    errno = it == fake().step_layouts.end() ? ESLURM_INVALID_JOB_ID : it->second.error;
+    return nullptr;
+  }
+  const auto& want = it->second;
+  auto* layout = static_cast<slurm_step_layout_t*>(calloc(1, sizeof(slurm_step_layout_t)));
+  std::string nodes;
+  for (const auto& host : want.hosts) {
+    if (!nodes.empty()) nodes += ',';
+    nodes += host;
+  }
+  layout->node_list = strdup(nodes.c_str());
+  layout->node_cnt = static_cast<uint32_t>(want.hosts.size());
+  layout->tasks = static_cast<uint16_t*>(calloc(want.hosts.size(), sizeof(uint16_t)));
+  layout->tids = static_cast<uint32_t**>(calloc(want.hosts.size(), sizeof(uint32_t*)));
+  for (std::size_t node = 0; node < want.hosts.size(); ++node) {
+    const auto& ids = want.task_ids.at(node);
+    layout->tasks[node] = static_cast<uint16_t>(ids.size());
+    layout->task_cnt += static_cast<uint32_t>(ids.size());
+    layout->tids[node] = static_cast<uint32_t*>(calloc(ids.size() + 1, sizeof(uint32_t)));
+    std::copy(ids.begin(), ids.end(), layout->tids[node]);
+  }
+  return layout;
 }
-void slurm_job_step_layout_free(slurm_step_layout_t*) {}
+void slurm_job_step_layout_free(slurm_step_layout_t* layout) {
+  if (!layout) return;
+  for (uint32_t node = 0; node < layout->node_cnt; ++node) free(layout->tids[node]);
+  free(layout->tids);
+  free(layout->tasks);
+  free(layout->node_list);
+  free(layout);
+}
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+int slurm_kill_job_step(slurm_step_id_t* step_id, uint16_t signal, uint16_t /*flags*/) {
+  return record_kill(step_id->job_id, step_id->step_id, signal);
+}
+#elif SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+int slurm_kill_job_step(uint32_t job_id, uint32_t step_id, uint16_t signal, uint16_t /*flags*/) {
+  return record_kill(job_id, step_id, signal);
+}
+#else
+int slurm_kill_job_step(uint32_t job_id, uint32_t step_id, uint16_t signal) {
+  return record_kill(job_id, step_id, signal);
+}
+#endif
 
 }  // extern "C"

@@ -22,6 +22,22 @@ struct SpankFake {
   std::vector<std::string> infos;   // slurm_info and slurm_verbose messages
   std::vector<std::string> debugs;  // slurm_debug messages
   int fail_setenv_calls = 0;        // make the next N spank_setenv calls fail
+  // What slurm_job_step_layout_get answers, by job id: the layout of that job's step, or an
+  // errno. A job id not here answers ESLURM_INVALID_JOB_ID (no such step).
+  struct StepLayout {
+    std::vector<std::string> hosts;
+    std::vector<std::vector<std::uint32_t>> task_ids;  // per node
+    int error = 0;
+  };
+  std::map<std::uint32_t, StepLayout> step_layouts;
+  // What slurm_kill_job_step was asked; with kill_error set it fails with that errno.
+  struct KillRequest {
+    std::uint32_t job_id = 0;
+    std::uint32_t step_id = 0;
+    int signal = 0;
+  };
+  std::vector<KillRequest> kill_requests;
+  int kill_error = 0;
 };
 
 SpankFake& fake();
