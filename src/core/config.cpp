@@ -168,8 +168,9 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
   if (derived_port_job_classes(config.ports, config.port_block) == 0) {
     throw_invalid("plugstack argument 'port_block' (" + std::to_string(config.port_block) +
                   ") needs a port range of at least " +
-                  std::to_string(kDerivedPortStepClasses * config.port_block) +
-                  " ports (64 concurrent steps of port_block ports each), but ports= holds " +
+                  std::to_string(kDerivedPortMinRowWidth * config.port_block) +
+                  " ports (a row of 64 ports for each of the port_block ports a step may use on a "
+                  "node), but ports= holds " +
                   std::to_string(config.ports.size()) + "; widen ports= or lower port_block=");
   }
   return config;

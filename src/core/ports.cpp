@@ -1,5 +1,7 @@
 #include "core/ports.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/parse.hpp"
 
@@ -25,8 +27,23 @@ std::vector<std::uint16_t> parse_port_list(std::string_view text) {
   return ports;
 }
 
+std::uint32_t derived_port_colours(const PortRange& range, std::uint32_t port_block) {
+  const std::uint32_t width = port_block == 0 ? 0 : range.size() / port_block;
+  if (width < kDerivedPortMinRowWidth) return 0;
+  return width % 2 == 1 ? width : width - 1;  // odd, so coprime to kDerivedPortStepClasses
+}
+
 std::uint32_t derived_port_job_classes(const PortRange& range, std::uint32_t port_block) {
-  return port_block == 0 ? 0 : range.size() / port_block / kDerivedPortStepClasses;
+  const std::uint32_t colours = derived_port_colours(range, port_block);
+  if (colours == 0) return 0;
+  return std::max<std::uint32_t>(1, colours / kDerivedPortStepClasses);
+}
+
+std::uint32_t derived_port_colour(std::uint32_t colours, std::uint32_t job_id,
+                                  std::uint32_t step_id) {
+  // 64 * job_id needs 38 bits: computed in 64 bits, so the colour follows the exact integers.
+  return static_cast<std::uint32_t>((std::uint64_t{kDerivedPortStepClasses} * job_id + step_id) %
+                                    colours);
 }
 
 StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint32_t job_id,
@@ -57,16 +74,15 @@ StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint
         "; let Slurm reserve them (MpiParams=ports=A-B in slurm.conf, srun --resv-ports=" +
         std::to_string(needed) + ") or raise port_block= in plugstack.conf");
   }
-  const std::uint32_t stride = range.size() / port_block;
-  const std::uint32_t job_classes = derived_port_job_classes(range, port_block);
-  if (job_classes == 0) {
+  const std::uint32_t colours = derived_port_colours(range, port_block);
+  if (colours == 0) {
     throw_invalid("port range " + std::to_string(range.first) + "-" + std::to_string(range.last) +
                   " is too small for port_block=" + std::to_string(port_block) +
-                  "; it needs at least " + std::to_string(kDerivedPortStepClasses * port_block) +
+                  "; it needs at least " + std::to_string(kDerivedPortMinRowWidth * port_block) +
                   " ports");
   }
-  const std::uint32_t colour =
-      (job_id % job_classes) * kDerivedPortStepClasses + step_id % kDerivedPortStepClasses;
+  const std::uint32_t stride = range.size() / port_block;
+  const std::uint32_t colour = derived_port_colour(colours, job_id, step_id);
   const auto port_of_row = [&](std::uint32_t row) {
     return static_cast<std::uint16_t>(range.first + row * stride + colour);
   };

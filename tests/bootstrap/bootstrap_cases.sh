@@ -102,18 +102,28 @@ case $case_name in
     ;;
   blocked-endpoint)
     # Hold the endpoint port of one rank with another process before the job starts.
+    # The port in the message: exactly the held one, or (with the plugin's derived ports, which
+    # depend on the job id) any of the row of 65 held for local rank 0 (pin_plugin_ports).
+    held_count=1
     if [[ $launcher == mpirun ]]; then
-      victim=2 hold_addr=127.0.0.1 hold_port=$((base_port + 2)) hold_node=""
+      victim=2 hold_addr=127.0.0.1 hold_port=$((base_port + 2)) hold_node="" named_port=$hold_port
     else
       # -N4 -n8 block: rank 6 alone on node3
-      victim=6 hold_addr=$(node_address node3) hold_port=$base_port hold_node=node3
+      victim=6 hold_addr=$(node_address node3) hold_port=$base_port hold_node=node3 named_port=$base_port
     fi
     if [[ ${DTRAIN_USE_PLUGIN:-0} == 1 ]]; then
       pin_plugin_ports "$base_port" "$work"
+      held_count=65 named_port="[0-9]+"
     fi
-    hold_port "$hold_addr" "$hold_port" "$work" $hold_node || fail "could not hold $hold_addr:$hold_port"
+    hold_port "$hold_addr" "$hold_port" "$work" "$hold_node" "$held_count" ||
+      fail "could not hold $hold_addr:$hold_port"
     run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the held port was not found"
-    contains "rank $victim on [^ ]+ cannot listen on $hold_addr:$hold_port: address already in use"
+    contains "rank $victim on [^ ]+ cannot listen on $hold_addr:$named_port: address already in use"
+    if [[ $named_port != "$hold_port" ]]; then
+      port=$(grep -oE "cannot listen on $hold_addr:[0-9]+" "$out" | head -1 | sed 's/.*://')
+      ((port >= hold_port && port < hold_port + held_count)) ||
+        fail "the bootstrap named port $port, outside the held $hold_port-$((hold_port + held_count - 1))"
+    fi
     contains "rank [0-9]+ on [^ ]+ (reached rank $victim's endpoint|cannot reach rank $victim at)"
     ;;
   env-mismatch)

@@ -38,18 +38,21 @@ def check_healthy(out, r, _args):
 
 
 def check_held_endpoint_port(out, r, args):
-    base = args.base_port
+    # Every port of row 0 (args.base_port .. + 64) is held on node3: rank 6's is one of them.
+    held = range(args.base_port, args.base_port + 65)
     node3 = re.escape(node_address("node3"))
-    expect_line("rank 6's port row", rf"^  6 +node3 .* {node3}:{base} +IN USE", out)
+    expect_line("rank 6's port row", rf"^  6 +node3 .* {node3}:\d+ +IN USE", out)
+    port = re.search(rf"^  6 +node3 .* {node3}:(\d+) +IN USE", out, re.M).group(1)
+    expect(int(port) in held, f"rank 6's port {port} is not one of the held {held.start}-{held.stop - 1}")
     expect_line("finding",
-                rf"^  \[problem\] endpoint-port-in-use: on node3, rank 6's endpoint {node3}:{base} ", out)
+                rf"^  \[problem\] endpoint-port-in-use: on node3, rank 6's endpoint {node3}:{port} ", out)
     expect_line("fix", r"^      fix: Find the holder with .ss -ltnp", out)
     expect_report("endpoint-port-in-use names node3 and rank 6 only",
                   [(f["node"], f["rank"]) for f in r["findings"] if f["id"] == "endpoint-port-in-use"]
                   == [("node3", 6)])
-    held = f"{node_address('node3')}:{base}"
-    expect_report(f"a finding names {held} and ss -ltnp",
-                  any(held in f["detail"] and "ss -ltnp" in f["fix"] for f in r["findings"]))
+    endpoint = f"{node_address('node3')}:{port}"
+    expect_report(f"a finding names {endpoint} and ss -ltnp",
+                  any(endpoint in f["detail"] and "ss -ltnp" in f["fix"] for f in r["findings"]))
     expect_report("not healthy, exit status 1", not r["healthy"] and r["exit_status"] == 1)
 
 
@@ -95,7 +98,8 @@ def main():
     reports = (arg("--status", type=int, required=True, help="dtrain-check's exit status"),
                arg("--output", required=True, help="its stdout and stderr"),
                arg("--json", required=True, help="its --json report"))
-    held_port = (arg("--base-port", type=int, required=True, help="the held port"),)
+    held_port = (arg("--base-port", type=int, required=True,
+                     help="the first of the 65 held ports (row 0 of pin_plugin_ports)"),)
     for name, (_, step, _) in CASES.items():
         add_check(cases, name, check_case, step, *reports,
                   *(held_port if name == "held-endpoint-port" else ()), case=name)

@@ -49,13 +49,13 @@ case $case_name in
     run_check --distributed-train -N4 -n8
     ;;
   held-endpoint-port)
-    # pin_plugin_ports makes local rank 0's port of step 0 exactly $base (as in
+    # pin_plugin_ports puts local rank 0's port of every step in $base..$base+64 (as in
     # tests/bootstrap/bootstrap_cases.sh blocked-endpoint); -N4 -n8 block puts rank 6 alone on
-    # node3, so its endpoint is node3's address and $base.
-    base=$(free_port_block 33)
+    # node3, so its endpoint is node3's address and one of those 65 ports, all held.
+    base=$(free_port_block 66)
     pin_plugin_ports "$base" "$work"
     node3=$(node_address node3)
-    hold_port "$node3" "$base" "$work" node3 || fail "could not hold $node3:$base on node3"
+    hold_port "$node3" "$base" "$work" node3 65 || fail "could not hold $node3:$base-$((base + 64)) on node3"
     run_check --distributed-train -N4 -n8 -- --base-port "$base"
     ;;
   no-plugin)

@@ -78,14 +78,18 @@ for _ in range(200):
 PY
 }
 
-# pin_plugin_ports BASE SAVE_DIR: a ports= range of exactly 64 blocks of 32 gives the derived
-# scheme a stride of 64 and one job class, so local rank 0 of a job's step 0 listens on BASE (and
-# local rank l on BASE + 64 l). plugstack.conf is saved in SAVE_DIR; restore_plugstack puts it
-# back (call it from the caller's EXIT trap).
+# pin_plugin_ports BASE SAVE_DIR: a ports= range of 32 rows of 65 ports gives the derived scheme
+# 65 colours, so local rank l of any step of any job listens on one of BASE + 65 l .. BASE + 65 l
+# + 64 (row l): holding the 65 ports of row 0 (hold_port ADDR BASE DIR NODE 65) holds local rank
+# 0's port whatever the job id. check_ports=off lets the step start with that port held by the
+# user's own process (the plugin would refuse it, since TensorFlow and PaddlePaddle bind their
+# endpoint ports): the callers test what the bootstrap and dtrain-check find. plugstack.conf is
+# saved in SAVE_DIR; restore_plugstack puts it back (call it from the caller's EXIT trap).
 pin_plugin_ports() {
   local base="$1" save_dir="$2" plugstack="${DTRAIN_CLUSTER_DIR:?}/plugstack.conf"
   cp "$plugstack" "$save_dir/plugstack.saved"
-  sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 64 * 32 - 1)) port_block=32|" "$plugstack"
+  sed -i "s|spank_dtrain.so.*|& ports=$base-$((base + 65 * 32 - 1)) port_block=32 check_ports=off|" \
+    "$plugstack"
 }
 
 restore_plugstack() {
@@ -103,15 +107,20 @@ node_address() {
   fail "no address for node '$1' in DTRAIN_CLUSTER_NODE_ADDRESSES ($DTRAIN_CLUSTER_NODE_ADDRESSES)"
 }
 
-# hold_port ADDR PORT FLAG_DIR [NODE]: another process listens on ADDR:PORT (for 300 s at most),
-# on NODE of the local cluster (in its network namespace) when given, and this returns once it
-# does; its pid is left in holder_pid for the caller to kill.
+# hold_port ADDR PORT FLAG_DIR [NODE [COUNT]]: another process listens on ADDR:PORT (and the
+# COUNT - 1 ports after it) for 300 s at most, on NODE of the local cluster (in its network
+# namespace) when given ("" for this machine), and this returns once it does; its pid is left in
+# holder_pid for the caller to kill.
 hold_port() {
-  local addr="$1" port="$2" flag="$3/held.$2" node="${4:-}"
+  local addr="$1" port="$2" flag="$3/held.$2" node="${4:-}" count="${5:-1}"
   local -a on_node=()
   [[ -z $node ]] || on_node=("$dtrain_cluster_sh" exec "$node" --state-dir "${DTRAIN_CLUSTER_DIR:?}" --)
-  "${on_node[@]}" python3 -c "import socket,sys,time; s=socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); open(sys.argv[3],'w').close(); time.sleep(300)" \
-    "$addr" "$port" "$flag" &
+  "${on_node[@]}" python3 -c "import socket,sys,time
+held = []
+for p in range(int(sys.argv[2]), int(sys.argv[2]) + int(sys.argv[4])):
+    s = socket.socket(); s.bind((sys.argv[1], p)); s.listen(); held.append(s)
+open(sys.argv[3], 'w').close(); time.sleep(300)" \
+    "$addr" "$port" "$flag" "$count" &
   # shellcheck disable=SC2034 # the caller kills it
   holder_pid=$!
   for _ in $(seq 100); do [[ -e $flag ]] && return 0; sleep 0.1; done

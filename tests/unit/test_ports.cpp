@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -34,15 +36,19 @@ struct Occupancy {
   }
 };
 
-// The configurations the guarantee is checked on: the default, a narrow range, a wide block.
+// The configurations the guarantees are checked on.
 struct Scheme {
   PortRange range;
   std::uint32_t block;
 };
+// The default, the smallest row (64 ports, so 63 colours) at three block sizes, an odd row just
+// above it, an even row with three job classes, and a narrow range with an odd row.
 const Scheme kSchemes[] = {{{20000, 32767}, 32},
                            {{20000, 24095}, 64},
                            {{40000, 40127}, 2},
                            {{20000, 32767}, 199},
+                           {{30000, 30000 + 65 * 32 - 1}, 32},
+                           {{20000, 24095}, 16},
                            {{30000, 30999}, 9}};
 
 }  // namespace
@@ -60,33 +66,95 @@ TEST(Ports, DerivedPortsAreDeterministicInRangeAndSeparateFromTheMaster) {
   EXPECT_LE(all.back(), 32767);
 }
 
-TEST(Ports, DefaultsGiveSixJobClasses) {
-  // README and the man page quote this figure.
+TEST(Ports, DefaultsGive399ColoursAndSixJobClasses) {
+  // README, the man page and dtrain.conf quote these figures.
+  EXPECT_EQ(derived_port_colours(PortRange{20000, 32767}, 32), 399u);
   EXPECT_EQ(derived_port_job_classes(PortRange{20000, 32767}, 32), 6u);
+  // An even row width leaves its last port unused: the colours must be odd.
+  EXPECT_EQ(derived_port_colours(PortRange{20000, 24095}, 64), 63u);
+  EXPECT_EQ(derived_port_job_classes(PortRange{20000, 24095}, 64), 1u);
+  EXPECT_EQ(derived_port_colours(PortRange{40000, 40127}, 2), 63u);
+  EXPECT_EQ(derived_port_colours(PortRange{20000, 20000 + 65 * 32 - 1}, 32), 65u);
+  EXPECT_EQ(derived_port_colours(PortRange{20000, 20000 + 64 * 32 - 2}, 32), 0u);
+  EXPECT_EQ(derived_port_job_classes(PortRange{20000, 20000 + 64 * 32 - 2}, 32), 0u);
 }
 
-// The documented guarantee, checked exhaustively over a window of jobs: with D job classes, the
-// 64 steps of each of D consecutive jobs never share a port, for every task count per node the
-// block allows, and each step stays inside the range. Task counts may differ between steps
-// because a step's ports for n tasks are a subset of its ports for n + 1 (checked too), so
-// disjoint sets at one count per step imply disjoint sets at any mix.
+namespace {
+
+// The ports of job j's step s with `tasks` tasks on the busiest node.
+std::vector<std::uint16_t> step_ports(const Scheme& scheme, std::uint32_t job, std::uint32_t step,
+                                      std::uint32_t tasks = 1) {
+  return ports_of(plan_ports(scheme.range, scheme.block, job, step, tasks, ""));
+}
+
+bool share_a_port(std::vector<std::uint16_t> a, std::vector<std::uint16_t> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::vector<std::uint16_t> both;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  return !both.empty();
+}
+
+// (G0) of ports.hpp, the rule every guarantee follows from: (j, s) and (j', s') collide if and
+// only if 64 (j - j') + (s - s') = 0 (mod S), computed here on exact integers.
+bool collide_by_rule(std::uint32_t colours, std::uint32_t j, std::uint32_t s, std::uint32_t j2,
+                     std::uint32_t s2) {
+  const std::int64_t d =
+      64 * (static_cast<std::int64_t>(j) - j2) + (static_cast<std::int64_t>(s) - s2);
+  return d % static_cast<std::int64_t>(colours) == 0;
+}
+
+}  // namespace
+
+// (G0), checked on the ports themselves: for every job distance up to 2 S and step distance up
+// to 130 around three origins (one next to the largest job id, where 64 * job needs 38 bits), two
+// steps share a port exactly when the rule says so. Task counts do not matter (the next tests).
+TEST(Ports, TwoStepsShareAPortExactlyWhenTheRuleSaysSo) {
+  for (const auto& scheme : kSchemes) {
+    const auto colours = derived_port_colours(scheme.range, scheme.block);
+    ASSERT_GE(colours, 63u);
+    ASSERT_EQ(colours % 2, 1u);
+    const std::uint32_t max_job = 4294967295u;
+    for (const std::uint32_t origin_job : {0u, 1000u, max_job - 2 * colours}) {
+      const std::uint32_t origin_step = 200;
+      const auto origin = step_ports(scheme, origin_job, origin_step);
+      for (std::uint32_t job = origin_job; job - origin_job <= 2 * colours; ++job) {
+        for (std::uint32_t step = origin_step - 130; step <= origin_step + 130; ++step) {
+          if (job == origin_job && step == origin_step) continue;
+          const bool shared = share_a_port(origin, step_ports(scheme, job, step));
+          ASSERT_EQ(shared, collide_by_rule(colours, job, step, origin_job, origin_step))
+              << "range " << scheme.range.first << "-" << scheme.range.last << " block "
+              << scheme.block << ": job " << origin_job << " step " << origin_step << " and job "
+              << job << " step " << step;
+        }
+      }
+    }
+  }
+}
+
+// (G1) and (G2) together, exhaustively over every task count the block allows: steps of D
+// consecutive jobs whose ids lie within 64 of each other (within S when S = 63) never share a
+// port, and each step stays inside the range. Task counts may differ between steps because a
+// step's ports for n tasks are a subset of its ports for n + 1 (checked too), so disjoint sets at
+// one count per step imply disjoint sets at any mix.
 TEST(Ports, ConcurrentStepsAndNearbyJobsNeverShareAPortForAnyTaskCount) {
   for (const auto& scheme : kSchemes) {
     const auto classes = derived_port_job_classes(scheme.range, scheme.block);
+    const auto step_window =
+        std::min(kDerivedPortStepClasses, derived_port_colours(scheme.range, scheme.block));
     ASSERT_GE(classes, 1u);
     for (std::uint32_t first_job : {0u, 1u, 301u, 4093u, 4294967295u - classes}) {
       for (std::uint32_t tasks = 1; tasks < scheme.block; ++tasks) {
         Occupancy occupancy;
         for (std::uint32_t job = first_job; job - first_job < classes; ++job) {
-          for (std::uint32_t step = 0; step < kDerivedPortStepClasses; ++step) {
+          for (std::uint32_t step = 7; step < 7 + step_window; ++step) {
             const auto p = plan_ports(scheme.range, scheme.block, job, step, tasks, "");
             for (auto port : ports_of(p)) {
               ASSERT_GE(port, scheme.range.first);
               ASSERT_LE(port, scheme.range.last);
             }
             if (tasks + 1 < scheme.block) {
-              const auto wider =
-                  ports_of(plan_ports(scheme.range, scheme.block, job, step, tasks + 1, ""));
+              const auto wider = step_ports(scheme, job, step, tasks + 1);
               for (auto port : ports_of(p)) {
                 ASSERT_NE(std::find(wider.begin(), wider.end(), port), wider.end())
                     << "job " << job << " step " << step << " tasks " << tasks;
@@ -100,6 +168,76 @@ TEST(Ports, ConcurrentStepsAndNearbyJobsNeverShareAPortForAnyTaskCount) {
                                              << scheme.range.last << " block " << scheme.block;
       }
     }
+  }
+}
+
+// (G1): any S consecutive steps of one job are pairwise apart, at every task count; step S
+// later takes the first one's ports again.
+TEST(Ports, AnySConsecutiveStepsOfAJobNeverShareAPort) {
+  for (const auto& scheme : kSchemes) {
+    const auto colours = derived_port_colours(scheme.range, scheme.block);
+    for (std::uint32_t tasks : {1u, scheme.block / 2, scheme.block - 1}) {
+      Occupancy occupancy;
+      for (std::uint32_t step = 5; step < 5 + colours; ++step) {
+        occupancy.add(plan_ports(scheme.range, scheme.block, 4242, step, tasks, ""),
+                      "step " + std::to_string(step));
+      }
+      ASSERT_EQ(occupancy.first_clash, "") << "block " << scheme.block << " tasks " << tasks;
+    }
+    EXPECT_TRUE(share_a_port(step_ports(scheme, 4242, 5), step_ports(scheme, 4242, 5 + colours)));
+  }
+}
+
+// (G3): any S consecutive job ids at one step id never share a port, at every task count, across
+// the largest job id too; job ids S apart do.
+TEST(Ports, AnySConsecutiveJobsAtEqualStepIdsNeverShareAPort) {
+  for (const auto& scheme : kSchemes) {
+    const auto colours = derived_port_colours(scheme.range, scheme.block);
+    for (std::uint32_t first_job : {1u, 67043328u - 100u, 4294967295u - colours + 1}) {
+      for (std::uint32_t step : {0u, 1u, 63u, 64u, 4000u}) {
+        for (std::uint32_t tasks : {1u, scheme.block - 1}) {
+          Occupancy occupancy;
+          for (std::uint32_t k = 0; k < colours; ++k) {
+            occupancy.add(plan_ports(scheme.range, scheme.block, first_job + k, step, tasks, ""),
+                          "job " + std::to_string(first_job + k));
+          }
+          ASSERT_EQ(occupancy.first_clash, "")
+              << "block " << scheme.block << " step " << step << " tasks " << tasks;
+        }
+      }
+    }
+    EXPECT_TRUE(share_a_port(step_ports(scheme, 1000, 3), step_ports(scheme, 1000 + colours, 3)));
+  }
+}
+
+// The case that motivated the scheme: a job array of 8 one-GPU jobs (consecutive ids) on one
+// 8-GPU node. With the defaults its tasks 0 and 6, and 1 and 7, used to get the same ports.
+// Now no two of them share a port at equal step ids, nor at step ids less than 15 apart (the
+// distance at which jobs 6 apart first meet: 399 - 6 * 64), wherever the ids start; at 15 apart
+// they do.
+TEST(Ports, AJobArrayOfEightOnOneNodeNeverCollides) {
+  const Scheme defaults{{20000, 32767}, 32};
+  for (std::uint32_t first : {1u, 6u, 12345u, 67043328u - 8u, 4294967295u - 7u}) {
+    Occupancy occupancy;
+    for (std::uint32_t task = 0; task < 8; ++task) {
+      occupancy.add(plan_ports(defaults.range, defaults.block, first + task, 0, 1, ""),
+                    "array task " + std::to_string(task));
+    }
+    EXPECT_EQ(occupancy.first_clash, "") << "array starting at job " << first;
+    for (std::uint32_t a = 0; a < 8; ++a) {
+      for (std::uint32_t b = 0; b < 8; ++b) {
+        for (std::uint32_t sa = 0; sa < 15; ++sa) {
+          for (std::uint32_t sb = 0; sb < 15; ++sb) {
+            if (a == b && sa == sb) continue;
+            ASSERT_FALSE(share_a_port(step_ports(defaults, first + a, sa),
+                                      step_ports(defaults, first + b, sb)))
+                << "array tasks " << a << " (step " << sa << ") and " << b << " (step " << sb
+                << "), first job " << first;
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(share_a_port(step_ports(defaults, first, 0), step_ports(defaults, first + 6, 15)));
   }
 }
 
@@ -119,20 +257,44 @@ TEST(Ports, CasesSeenOnClustersDoNotCollide) {
   EXPECT_EQ(jobs.first_clash, "");
 }
 
-// The bound is exact: jobs D apart share colours, so their steps with equal ids collide.
-TEST(Ports, JobsTheDocumentedBoundApartCanCollide) {
+// The bounds are exact: jobs D apart collide at steps |S - 64 D| apart (less than 64), and steps
+// 64 apart of jobs 1 apart collide, so (G2) holds for no wider box of this shape.
+TEST(Ports, TheDocumentedBoundsAreExact) {
   for (const auto& scheme : kSchemes) {
+    const auto colours = derived_port_colours(scheme.range, scheme.block);
     const auto classes = derived_port_job_classes(scheme.range, scheme.block);
-    Occupancy occupancy;
-    occupancy.add(plan_ports(scheme.range, scheme.block, 1000, 3, 1, ""), "job");
-    occupancy.add(plan_ports(scheme.range, scheme.block, 1000 + classes, 3, 1, ""), "job + D");
-    EXPECT_NE(occupancy.first_clash, "") << scheme.block;
+    const std::int64_t gap = static_cast<std::int64_t>(colours) - 64 * classes;
+    ASSERT_LT(gap < 0 ? -gap : gap, 64);
+    // With j' = j + D and s = s' - gap: 64 (j - j') + (s - s') = -64 D - S + 64 D = -S.
+    const std::uint32_t base_step = 100;
+    const auto step_of_first = static_cast<std::uint32_t>(base_step - gap);
+    EXPECT_TRUE(share_a_port(step_ports(scheme, 1000, step_of_first),
+                             step_ports(scheme, 1000 + classes, base_step)))
+        << "block " << scheme.block;
+    EXPECT_TRUE(share_a_port(step_ports(scheme, 1000, 164), step_ports(scheme, 1001, 100)));
   }
-  Occupancy steps;
-  steps.add(plan_ports(PortRange{20000, 32767}, 32, 5, 2, 1, ""), "step 2");
-  steps.add(plan_ports(PortRange{20000, 32767}, 32, 5, 2 + kDerivedPortStepClasses, 1, ""),
-            "step 66");
-  EXPECT_NE(steps.first_clash, "");
+}
+
+// Over a whole period of job ids (every residue mod S equally often), the share of pairs at one
+// step id that collide is exactly 1/S: the rate of two unrelated jobs sharing a node.
+TEST(Ports, UnrelatedJobsAtEqualStepIdsCollideOnceInSPairs) {
+  const Scheme defaults{{20000, 32767}, 32};
+  const auto colours = derived_port_colours(defaults.range, defaults.block);
+  const std::uint32_t jobs = 2 * colours;
+  std::vector<std::vector<std::uint16_t>> ports(jobs);
+  for (std::uint32_t j = 0; j < jobs; ++j) ports[j] = step_ports(defaults, 5000 + j, 0);
+  std::uint64_t pairs = 0;
+  std::uint64_t collisions = 0;
+  for (std::uint32_t a = 0; a < jobs; ++a) {
+    for (std::uint32_t b = 0; b < jobs; ++b) {
+      if (a == b) continue;
+      ++pairs;
+      collisions += share_a_port(ports[a], ports[b]) ? 1 : 0;
+    }
+  }
+  // Each job meets exactly one other of the 2 S (its id +- S): 2 S ordered pairs.
+  EXPECT_EQ(collisions, 2u * colours);
+  EXPECT_EQ(pairs, 2ull * colours * (2 * colours - 1));
 }
 
 TEST(Ports, StepsBusierThanTheBlockAreRefusedWithTheFix) {
