@@ -1,7 +1,8 @@
 // SPANK entry points: the dispatcher. Each callback hands its context to the file named after
 // it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
-// slurmstepd_user: slurmstepd as the job's user) and guarantees that no C++ exception crosses
-// into Slurm: errors are caught, logged with "dtrain:" and returned.
+// slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root after
+// the tasks are forked) and guarantees that no C++ exception crosses into Slurm: errors are
+// caught, logged with "dtrain:" and returned.
 
 #include <slurm/slurm.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "spank/slurmd_topology_cache.hpp"
 #include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
+#include "spank/slurmstepd_root_cancel.hpp"
 #include "spank/slurmstepd_user.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/srun_options.hpp"
@@ -114,9 +116,22 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
       plan_node(sp);
     } catch (const std::exception& e) {
       // Said once per node, here: slurmstepd's stderr is the node's first task's stderr. Each
-      // task then stops in task_init, since under `optional` a -1 here would start them.
+      // task then stops in task_init, since under `optional` a -1 here would start them, and
+      // task_post_fork cancels the step, whose other nodes would otherwise run the program.
       st.planning_error = e.what();
       log_error(st.planning_error);
+    }
+    return 0;
+  });
+}
+
+// slurmstepd, as root, after it forked each task and before any task may run the program: a node
+// whose user_init refused the step ends it on every node (why here: slurmstepd_root_cancel.hpp).
+extern "C" int slurm_spank_task_post_fork(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("task_post_fork", [&] {
+    const PluginState& st = state();
+    if (spank_context() == S_CTX_REMOTE && st.active && !st.planning_error.empty()) {
+      end_refused_step(sp);
     }
     return 0;
   });

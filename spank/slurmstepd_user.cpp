@@ -83,38 +83,56 @@ core::StepInputs read_step_inputs(spank_t sp) {
 }
 
 // A port of the step held by another user's process is a step failure: the other ranks could
-// rendezvous with that process instead of with this node's rank. The user's own holder (an
-// earlier step of theirs, say) is only a warning.
+// rendezvous with that process instead of with this node's rank. Held by the user's own process
+// (an earlier step of theirs, say), or bound by a process that does not listen on it, it fails
+// the step when a framework the step exports binds that port (core::frameworks_binding): that
+// framework would stop later with EADDRINUSE while the other ranks wait, or talk to the holder.
+// A port no exported framework binds (an endpoint port of a PyTorch-only step) is a warning:
+// only dtrain's bootstrap listens there, and it names a busy port itself.
 void check_busy_port(const core::StepPlan& plan, PluginState& st, std::uint16_t port,
-                     const std::string& what) {
+                     core::StepPortKind kind, const std::string& what) {
   const auto& addr = plan.local_address;
   if (!core::port_in_use(addr, port)) return;
   const std::string where =
       "port " + std::to_string(port) + " on " + plan.layout.hosts[plan.node] + " (" + addr + ")";
+  const std::string find_it =
+      "find the holder with `ss -ltnp 'sport = :" + std::to_string(port) + "'` on that node";
   const auto holder = core::listener_uid(addr, port);
   if (holder && *holder != geteuid()) {
     throw Error(ErrorKind::kMismatch,
                 where + ", " + what + ", is held by a process of another user (uid " +
                     std::to_string(*holder) +
                     "); the step stops so that no rank connects to it. Fix: ask the site for "
-                    "exclusive nodes or Slurm's reserved ports (MpiParams=ports=A-B), or find the "
-                    "holder with `ss -ltnp 'sport = :" +
-                    std::to_string(port) + "'` on that node");
+                    "exclusive nodes or Slurm's reserved ports (MpiParams=ports=A-B), or " +
+                    find_it);
   }
-  st.node_warnings.push_back(where + ", " + what +
-                             ", is already in use by another process of yours. Fix: stop that "
-                             "process, or let Slurm reserve each step's ports (MpiParams=ports=A-B "
-                             "in slurm.conf)");
+  const std::string held = holder ? "is already in use by another process of yours"
+                                  : "is already bound by a process that does not listen on it";
+  const auto binders = core::frameworks_binding(plan.frameworks, kind);
+  if (!binders.empty()) {
+    throw Error(ErrorKind::kMismatch,
+                where + ", " + what + ", " + held + ", and " + binders +
+                    " binds it: the step stops here rather than fail with EADDRINUSE later. Fix: "
+                    "end that process (an earlier step of yours that still runs?) and run the "
+                    "step again (a new step id also gets other ports), or " +
+                    find_it + ", or let Slurm reserve each step's ports (MpiParams=ports=A-B in "
+                    "slurm.conf)");
+  }
+  st.node_warnings.push_back(where + ", " + what + ", " + held +
+                             "; no framework this step exports binds it, only dtrain's bootstrap "
+                             "would. Fix: stop that process, or let Slurm reserve each step's "
+                             "ports (MpiParams=ports=A-B in slurm.conf)");
 }
 
-void warn_about_busy_ports(const core::StepPlan& plan, PluginState& st) {
+void check_busy_ports(const core::StepPlan& plan, PluginState& st) {
   const auto local_count = plan.layout.local_world_size(plan.node);
   for (std::uint32_t local = 0; local < local_count; ++local) {
-    check_busy_port(plan, st, plan.ports.endpoint_ports[local],
+    check_busy_port(plan, st, plan.ports.endpoint_ports[local], core::StepPortKind::kEndpoint,
                     "the endpoint of local rank " + std::to_string(local));
   }
   if (plan.layout.ranks[0].node == plan.node) {
-    check_busy_port(plan, st, plan.ports.master, "the master port (MASTER_PORT)");
+    check_busy_port(plan, st, plan.ports.master, core::StepPortKind::kMaster,
+                    "the master port (DTRAIN_MASTER_PORT)");
   }
 }
 
@@ -261,7 +279,7 @@ void plan_node(spank_t sp) {
                               [](const std::string& host) { return core::hosts_line(host); });
   st.step_warnings = plan.step_warnings;
   clock.phase_done("plan");
-  if (st.config.check_ports) warn_about_busy_ports(plan, st);
+  if (st.config.check_ports) check_busy_ports(plan, st);
   clock.phase_done("port check");
 
   const auto local_tasks = static_cast<unsigned>(plan.layout.node_ranks[plan.node].size());

@@ -46,6 +46,22 @@ std::uint32_t derived_port_colour(std::uint32_t colours, std::uint32_t job_id,
                                     colours);
 }
 
+std::string frameworks_binding(const FrameworkSet& exported, StepPortKind kind) {
+  std::vector<std::string> names;
+  if (kind == StepPortKind::kMaster) {
+    if (exported.torch) names.emplace_back("PyTorch's TCPStore (MASTER_PORT)");
+    if (exported.paddle) names.emplace_back("PaddlePaddle's TCPStore (PADDLE_MASTER)");
+  } else {
+    if (exported.tf) names.emplace_back("TensorFlow's worker server (TF_CONFIG)");
+    if (exported.paddle) names.emplace_back("PaddlePaddle's trainer (PADDLE_CURRENT_ENDPOINT)");
+  }
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : " and ") + names[i];
+  }
+  return text;
+}
+
 StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint32_t job_id,
                      std::uint32_t step_id, std::uint32_t max_local_tasks,
                      std::string_view reserved_ports) {

@@ -69,6 +69,23 @@ inline constexpr std::uint32_t kDerivedPortStepClasses = 64;
 // The fewest ports a row may have (W): the range must hold this many per port_block.
 inline constexpr std::uint32_t kDerivedPortMinRowWidth = 64;
 
+// Which exported frameworks bind a port of the step in its own task, for the check of a port that
+// another process of the step's user already holds when the step starts (an earlier step still
+// running, say): such a port stops the step early when a framework the step exports binds it,
+// since that framework would fail later with EADDRINUSE while the other ranks talk to the
+// holder; otherwise it is a warning. What binds what:
+//   master port, on rank 0's node: PyTorch's TCPStore server (MASTER_ADDR:MASTER_PORT, rank 0:
+//     torch/distributed/rendezvous.py, env://) and PaddlePaddle's (MASTER_ADDR:MASTER_PORT or
+//     PADDLE_MASTER, rank 0: python/paddle/distributed/parallel.py, init_parallel_env);
+//   endpoint port of a task: TensorFlow's gRPC server of each worker (its TF_CONFIG cluster
+//     entry) and PaddlePaddle's trainers (PADDLE_CURRENT_ENDPOINT: the NCCL id exchange of
+//     init_parallel_env's NCCLParallelContext, and rank 0's key-value server for Gloo).
+// dtrain's own bootstrap listens on every endpoint port too, and names a busy one itself.
+// Returns the binders' names ("PyTorch (MASTER_PORT) and PaddlePaddle (PADDLE_MASTER)"), or ""
+// when no exported framework binds the port.
+enum class StepPortKind { kMaster, kEndpoint };
+std::string frameworks_binding(const FrameworkSet& exported, StepPortKind kind);
+
 StepPorts plan_ports(const PortRange& range, std::uint32_t port_block, std::uint32_t job_id,
                      std::uint32_t step_id, std::uint32_t max_local_tasks,
                      std::string_view reserved_ports);

@@ -1,0 +1,26 @@
+#pragma once
+// slurmstepd, as root, in task_post_fork: a node that refused the step ends it on every node.
+//
+// A refusal in user_init (a port of the step held by another user, a loopback address, a name
+// that does not resolve, a layout that disagrees with Slurm's, a step too busy for its ports)
+// stops this node's tasks before their program starts (task_init), but the other nodes cannot
+// tell: their tasks would run the program and wait for this node's ranks until the framework's
+// rendezvous timeout. So the refusing node asks slurmctld to cancel the step, as srun does when a
+// launch fails (step_launch.c, slurm_step_launch_wait_finish) and as Slurm's own plugins in
+// slurmstepd do to keep the other nodes' tasks from hanging (mpi/pmi2's pmi1.c and tree.c;
+// task/cgroup's OOMKillStep). Why here and not in user_init: slurmstepd runs user_init with the
+// job's user's privileges, and Slurm 23.02 and later hold the authentication lock for as long as
+// they are dropped, also in the forked tasks (auth.c, auth_setuid_lock; privileges.c), so an
+// RPC from user_init or task_init aborts slurmstepd or the task. task_post_fork runs after
+// slurmstepd took its privileges back (mgr.c, _fork_all_tasks) and before any task may exec.
+
+#include "spank/spank_api.hpp"
+
+namespace dtrain::spank {
+
+// Asks slurmctld, once per node, to cancel the step this node refused (SIGKILL to every task);
+// in a het step the request names component 0's job, and slurmctld ends the step in every
+// component. Never throws; a failed request is logged with what the user can do instead.
+void end_refused_step(spank_t sp) noexcept;
+
+}  // namespace dtrain::spank
