@@ -13,6 +13,7 @@
 
 #include "bootstrap/endpoints.hpp"
 #include "core/error.hpp"
+#include "core/memory_file_io.hpp"
 #include "core/parse.hpp"
 #include "core/step_plan.hpp"
 
@@ -74,16 +75,23 @@ DtrainEnv read_dtrain_env(const EnvLookup& lookup, const FileReader& read_file) 
   }
   env.current_endpoint = *lookup("DTRAIN_CURRENT_ENDPOINT");
   parse_endpoint(env.current_endpoint, "DTRAIN_CURRENT_ENDPOINT");
-  if (list) {
-    env.endpoints = *list;
-    env.endpoints_source = "DTRAIN_ENDPOINTS";
-  } else {
-    env.endpoints = read_file(*list_file);
+  // The file wins: where both are set, DTRAIN_ENDPOINTS was inherited (from a batch script, an
+  // outer step) and only the file is this step's. The plugin's memory file (/proc/self/fd/N) is
+  // read as every reader reads it (core::read_memory_file: its label names this task, it is
+  // sealed, it has DTRAIN_ENDPOINTS_HASH); any other path through read_file.
+  if (list_file) {
+    const auto from_memory = core::memory_file_descriptor(*list_file)
+                                 ? core::read_memory_file("DTRAIN_ENDPOINTS", lookup)
+                                 : std::nullopt;
+    env.endpoints = from_memory ? *from_memory : read_file(*list_file);
     while (!env.endpoints.empty() &&
            (env.endpoints.back() == '\n' || env.endpoints.back() == ' ')) {
       env.endpoints.pop_back();
     }
     env.endpoints_source = "DTRAIN_ENDPOINTS_FILE=" + *list_file;
+  } else {
+    env.endpoints = *list;
+    env.endpoints_source = "DTRAIN_ENDPOINTS";
   }
   parse_endpoint_list(env.endpoints, env.endpoints_source);
   env.endpoints_hash = lookup("DTRAIN_ENDPOINTS_HASH");

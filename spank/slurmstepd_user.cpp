@@ -3,7 +3,9 @@
 #include <slurm/slurm.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 
@@ -239,6 +241,17 @@ void apply_task_affinity(const std::vector<unsigned>& planned) {
   }
 }
 
+// Whose memory files this task makes, as readers name the task: SLURM_JOB_ID (a het step's
+// component 0's, as Slurm sets it in every component), SLURM_STEP_ID, and the global rank, which
+// is SLURM_PROCID.
+core::MemoryFileOwner memory_file_owner(spank_t sp, std::uint32_t global_rank) {
+  const auto id = [&](const char* name) {
+    return static_cast<std::uint32_t>(
+        core::parse_unsigned(required_env(sp, name), name, 0, UINT32_MAX));
+  };
+  return {id("SLURM_JOB_ID"), id("SLURM_STEP_ID"), global_rank};
+}
+
 // The plugin's own time, phase by phase, for slurmd's log at debug level: what a step costs on
 // each node (tests/bench/launch_overhead.sh measures the step as a whole).
 class PhaseClock {
@@ -352,8 +365,15 @@ int apply_to_task(spank_t sp) {
   if (local == 0) {
     for (const auto& w : st.node_warnings) warn_task(w);
   }
-  core::MemoryFileExporter memory_files;
-  for (const auto& var : env.vars) {
+  // Values too long for execve go to memory files made here, in the task itself: each lives
+  // exactly as long as the task, in its namespaces, and is inherited by what the task starts.
+  const bool any_memory_file = std::any_of(
+      env.vars.begin(), env.vars.end(), [](const auto& var) { return var.value_in_memory_file; });
+  const auto memory_file_paths =
+      any_memory_file ? core::export_memory_files(memory_file_owner(sp, global), env.vars)
+                      : std::vector<std::string>(env.vars.size());
+  for (std::size_t i = 0; i < env.vars.size(); ++i) {
+    const auto& var = env.vars[i];
     if (const auto user = st.user_values.find(var.name);
         var.keep_user_value && user != st.user_values.end()) {
       log_verbose("keeping the user's " + var.name + "=" + user->second + " (dtrain planned " +
@@ -361,13 +381,9 @@ int apply_to_task(spank_t sp) {
       set_env(sp, var.name, user->second);
       continue;
     }
-    if (var.value_in_memory_file) {
-      // In the task itself: the file lives exactly as long as the task, in its namespaces.
-      set_env(sp, var.name, memory_files.path_for(var.name, var.value));
-    } else {
-      set_env(sp, var.name, var.value);
-    }
+    set_env(sp, var.name, var.value_in_memory_file ? memory_file_paths[i] : var.value);
   }
+  for (const auto& name : env.remove) unset_env(sp, name);
   clock.phase_done("variables");
   apply_task_affinity(task.cpus);
   clock.phase_done("affinity");

@@ -10,9 +10,9 @@ namespace dtrain::core {
 namespace {
 
 // tests/unit/test_spank_plugin.cpp checks that the plugin sets no name outside this list. Only
-// the three lists can outgrow execve's limit (hence their NAME_FILE forms); the names of node
-// and host fields are bounded.
-constexpr std::array<std::string_view, 48> kTaskVariableNames = {
+// the three lists can outgrow execve's limit (hence their NAME_FILE and NAME_HASH forms,
+// core::memory_file_value_names()); the names of node and host fields are bounded.
+constexpr std::array<std::string_view, 50> kTaskVariableNames = {
     // dtrain's own
     "DTRAIN_RANK", "DTRAIN_WORLD_SIZE", "DTRAIN_LOCAL_RANK", "DTRAIN_LOCAL_WORLD_SIZE",
     "DTRAIN_NODE_RANK", "DTRAIN_NNODES", "DTRAIN_MASTER_ADDR", "DTRAIN_MASTER_PORT",
@@ -23,11 +23,12 @@ constexpr std::array<std::string_view, 48> kTaskVariableNames = {
     "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     // PaddlePaddle
     "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
-    "PADDLE_TRAINER_ENDPOINTS_FILE", "PADDLE_CURRENT_ENDPOINT", "PADDLE_RANK_IN_NODE",
-    "PADDLE_LOCAL_RANK", "PADDLE_GLOBAL_RANK", "PADDLE_GLOBAL_SIZE", "PADDLE_LOCAL_SIZE",
-    "PADDLE_NNODES", "PADDLE_MASTER", "PADDLE_DISTRI_BACKEND", "FLAGS_selected_gpus",
+    "PADDLE_TRAINER_ENDPOINTS_FILE", "PADDLE_TRAINER_ENDPOINTS_HASH", "PADDLE_CURRENT_ENDPOINT",
+    "PADDLE_RANK_IN_NODE", "PADDLE_LOCAL_RANK", "PADDLE_GLOBAL_RANK", "PADDLE_GLOBAL_SIZE",
+    "PADDLE_LOCAL_SIZE", "PADDLE_NNODES", "PADDLE_MASTER", "PADDLE_DISTRI_BACKEND",
+    "FLAGS_selected_gpus",
     // TensorFlow
-    "TF_CONFIG", "TF_CONFIG_FILE",
+    "TF_CONFIG", "TF_CONFIG_FILE", "TF_CONFIG_HASH",
     // binding
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
     "UCX_NET_DEVICES", "OMP_NUM_THREADS"};

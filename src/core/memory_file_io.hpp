@@ -1,34 +1,37 @@
 #pragma once
-// Values too long for execve (node_environment decides which) reach the task as memory files:
-// a sealed memfd the task holds across exec, named by /proc/<pid>/fd/<n>. Nothing is written to
-// disk, so nothing is left behind, and a private /tmp (job_container/tmpfs) or a container's
-// mount namespace does not hide it. Runs in the task itself (task_init), as the job's user.
+// The I/O of memory files (core/memory_file.hpp says what they are): the task makes them in
+// task_init, as the job's user, and any reader checks them. Nothing is written to disk, so
+// nothing is left behind, and a private /tmp (job_container/tmpfs) or a container's mount
+// namespace does not hide them.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/memory_file.hpp"
+#include "core/step_plan.hpp"
+
 namespace dtrain::core {
 
-// Creates the memory file holding `content`, kept open (not close-on-exec) at a high descriptor
-// so that shell redirections of low ones leave it alone, and sealed against changes. Returns its
-// path as any process of the user on the node can open it while this process lives:
-// "/proc/<pid>/fd/<fd>". Throws dtrain::Error(kResource).
-std::string export_memory_file(std::string_view name, std::string_view content);
+// Creates a memory file named `label` holding `content`, mode 0400, sealed against changes, kept
+// open (not close-on-exec, so inherited across fork and exec) at a high descriptor so that shell
+// redirections of low ones leave it alone. Returns the descriptor. Throws
+// dtrain::Error(kResource).
+int create_memory_file(const std::string& label, std::string_view content);
 
-// export_memory_file for one task's variables: a value equal to one already exported (the
-// endpoint list under DTRAIN_ENDPOINTS and PADDLE_TRAINER_ENDPOINTS) gets the same file, so a
-// large step writes each megabyte once per task, not once per name.
-class MemoryFileExporter {
- public:
-  std::string path_for(std::string_view name, std::string_view content);
+// Puts each value of `vars` marked value_in_memory_file (named NAME_FILE) into a memory file of
+// `owner`: equal values share one file, whose label names each of them (the endpoint list under
+// DTRAIN_ENDPOINTS and PADDLE_TRAINER_ENDPOINTS is written once per task). Returns each such
+// variable's path (/proc/self/fd/N) at its index in `vars`, "" for the others. Throws
+// dtrain::Error(kResource); files made before the failure are closed.
+std::vector<std::string> export_memory_files(const MemoryFileOwner& owner,
+                                             const std::vector<EnvVar>& vars);
 
- private:
-  struct Exported {
-    std::string_view content;  // the caller's value; it must outlive this exporter
-    std::string path;
-  };
-  std::vector<Exported> exported_;
-};
+// NAME's value as the plugin exported it to this process: the memory file NAME_FILE names,
+// checked (memory_file_mismatch) at each of memory_file_places; nullopt when NAME_FILE is unset.
+// Throws dtrain::Error: kInvalidInput when the variables are malformed, kMismatch naming every
+// place tried and what it held when none is this task's file.
+std::optional<std::string> read_memory_file(const std::string& name, const EnvLookup& lookup);
 
 }  // namespace dtrain::core

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/memory_file.hpp"
 
 namespace dtrain::core {
 namespace {
@@ -35,14 +36,41 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
   env.push_back({kPaddleSelectedGpus, selected, true});
 }
 
-// Each name moved is added to `moved` once, in order of first appearance.
+bool has_var(const std::vector<EnvVar>& task, const std::string& name) {
+  return std::any_of(task.begin(), task.end(), [&](const EnvVar& var) { return var.name == name; });
+}
+
+// NAME becomes NAME_FILE, and NAME_HASH is added unless the task has it already
+// (DTRAIN_ENDPOINTS_HASH). Each name moved is added to `moved` once, in order of first appearance.
 void move_oversized_to_memory_files(std::vector<EnvVar>& task, std::vector<std::string>& moved) {
+  std::vector<EnvVar> hashes;
   for (auto& var : task) {
     if (!exceeds_exec_limit(var)) continue;
     if (std::find(moved.begin(), moved.end(), var.name) == moved.end()) moved.push_back(var.name);
+    if (!has_var(task, var.name + "_HASH")) {
+      hashes.push_back({var.name + "_HASH", value_hash(var.value)});
+    }
     var.name += "_FILE";
     var.value_in_memory_file = true;
   }
+  task.insert(task.end(), hashes.begin(), hashes.end());
+}
+
+// What the task must not keep from the environment it inherited (a batch script's, an outer
+// step's): NAME beside this step's NAME_FILE, and any NAME_FILE or NAME_HASH that this step did
+// not set, since readers prefer the memory file.
+std::vector<std::string> inherited_names_to_remove(const std::vector<EnvVar>& task) {
+  std::vector<std::string> names;
+  for (const auto& var : task) {
+    if (var.value_in_memory_file) names.push_back(var.name.substr(0, var.name.size() - 5));
+  }
+  for (const auto value : memory_file_value_names()) {
+    for (const char* form : {"_FILE", "_HASH"}) {
+      const std::string name = std::string(value) + form;
+      if (!has_var(task, name)) names.push_back(name);
+    }
+  }
+  return names;
 }
 
 std::string spill_warning(const std::vector<std::string>& moved) {
@@ -52,9 +80,10 @@ std::string spill_warning(const std::vector<std::string>& moved) {
     list += name;
   }
   return list + " exceed Linux's " + std::to_string(kMaxEnvStringBytes) +
-         "-byte limit for one environment string; exported NAME_FILE instead, the path of a "
-         "memory file each task holds (/proc/<pid>/fd/<n>, readable while the task runs; nothing "
-         "is written to disk)";
+         "-byte limit for one environment string; exported NAME_FILE instead (/proc/self/fd/N, "
+         "a sealed memory file each task holds and the processes it starts inherit; nothing is "
+         "written to disk) with NAME_HASH. TensorFlow and PaddlePaddle read only NAME: call "
+         "dtrain_env.load() first (spank_dtrain(8), MEMORY FILES)";
 }
 
 void check_node(const StepPlan& plan, std::uint32_t node) {
@@ -91,6 +120,7 @@ TaskEnvironment task_environment(const StepPlan& plan, std::uint32_t node, std::
   std::vector<std::string> moved;
   TaskEnvironment out;
   out.vars = unchecked_task_environment(plan, node, local, binding, moved);
+  out.remove = inherited_names_to_remove(out.vars);
   if (!moved.empty()) out.spill_warning = spill_warning(moved);
   return out;
 }

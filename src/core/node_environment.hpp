@@ -33,12 +33,17 @@ struct NodeEnvironment {
   std::string spill_warning;               // said once per step when anything was spilled
 };
 
-// A value too long for execve becomes NAME_FILE with value_in_memory_file set (see EnvVar).
+// A value too long for execve becomes NAME_FILE with value_in_memory_file set (see EnvVar), and
+// NAME_HASH, its hash, is added (core/memory_file.hpp).
 NodeEnvironment node_environment(const StepPlan& plan, std::uint32_t node,
                                  const NodeBindingEnv& binding);
 
 struct TaskEnvironment {
   std::vector<EnvVar> vars;
+  // Names to remove from what the task inherited: NAME where this step exports NAME_FILE (a
+  // batch script's TF_CONFIG must not reach TensorFlow beside the step's TF_CONFIG_FILE), and
+  // every NAME_FILE and NAME_HASH of memory_file_value_names() that this step does not set.
+  std::vector<std::string> remove;
   std::string spill_warning;  // as NodeEnvironment's, for this task's values
 };
 

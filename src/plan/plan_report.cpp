@@ -6,8 +6,9 @@
 namespace dtrain::plan {
 namespace {
 
-// What the plugin exports for a memory file: the path exists only in the running task.
-constexpr const char* kMemoryFilePath = "/proc/<pid>/fd/<n>";
+// What the plugin exports for a memory file: the descriptor exists only in the running task and
+// the processes it starts.
+constexpr const char* kMemoryFilePath = "/proc/self/fd/<n>";
 
 }  // namespace
 

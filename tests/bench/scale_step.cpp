@@ -137,7 +137,7 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// The descriptor behind export_memory_file's "/proc/<pid>/fd/<n>".
+// The descriptor behind a memory file's "/proc/self/fd/<n>".
 int descriptor_of(const std::string& path) {
   return std::stoi(path.substr(path.rfind('/') + 1));
 }
@@ -220,10 +220,11 @@ RunResult plan_node_once(const Options& o, const dtrain::core::PluginConfig& con
       out.env.tasks.push_back(dtrain::core::task_environment(plan, plan.node, local, binding).vars);
     }
     auto& values = out.exported.emplace_back();
-    dtrain::core::MemoryFileExporter memory_files;
-    for (const auto& var : out.env.tasks[local]) {
-      values.push_back(var.value_in_memory_file ? memory_files.path_for(var.name, var.value)
-                                                : var.value);
+    const auto& vars = out.env.tasks[local];
+    const dtrain::core::MemoryFileOwner owner{4242, 0, plan.layout.node_ranks[plan.node][local]};
+    const auto paths = dtrain::core::export_memory_files(owner, vars);
+    for (std::size_t v = 0; v < vars.size(); ++v) {
+      values.push_back(vars[v].value_in_memory_file ? paths[v] : vars[v].value);
     }
     const double task_ms = ms(Clock::now() - task_start);
     slowest_task = std::max(slowest_task, task_ms);

@@ -49,7 +49,9 @@ std::vector<Env> plugin_environments(const Step& step) {
   fake().local_to_global = step.local_ranks;
   const Env job = {{"SLURM_STEP_NODELIST", step.nodelist},
                    {"SLURM_STEP_TASKS_PER_NODE", step.tasks_per_node},
-                   {"SLURM_DISTRIBUTION", "block"}};
+                   {"SLURM_DISTRIBUTION", "block"},
+                   {"SLURM_JOB_ID", "77"},
+                   {"SLURM_STEP_ID", "3"}};
   fake().job_env = job;
   std::vector<std::string> args = step.plugstack_args;
   std::vector<char*> argv;
@@ -69,7 +71,7 @@ std::vector<Env> plugin_environments(const Step& step) {
     for (const auto& [name, value] : fake().job_env) {
       if (job.count(name)) continue;
       // A memory file's path names this process's descriptor: compare what it holds.
-      if (name.ends_with("_FILE") && value.rfind("/proc/", 0) == 0) {
+      if (name.ends_with("_FILE") && value.rfind("/proc/self/fd/", 0) == 0) {
         std::ifstream in(value);
         exported[name] = std::string(std::istreambuf_iterator<char>(in), {});
         memory_files.insert(std::stoi(value.substr(value.rfind('/') + 1)));

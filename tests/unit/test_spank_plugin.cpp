@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <slurm/slurm.h>
 
@@ -216,7 +217,9 @@ TEST_F(SpankPlugin, ContainerPluginsAreToldToKeepEveryTaskVariable) {
     for (std::uint32_t i = 0; i < tasks_per_node; ++i) fake().local_to_global.push_back(i);
     fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-" + std::to_string(nodes) + "]"},
                       {"SLURM_STEP_TASKS_PER_NODE",
-                       std::to_string(tasks_per_node) + "(x" + std::to_string(nodes) + ")"}};
+                       std::to_string(tasks_per_node) + "(x" + std::to_string(nodes) + ")"},
+                      {"SLURM_JOB_ID", "79"},
+                      {"SLURM_STEP_ID", "0"}};
     args.push_back(std::string("suffix=") + suffix);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -387,7 +390,12 @@ TEST_F(SpankPlugin, OversizedValuesGoToMemoryFilesAndTheTaskStillStarts) {
                   {S_JOB_LOCAL_TASK_COUNT, 8}};
   for (std::uint32_t i = 0; i < 8; ++i) fake().local_to_global.push_back(i);
   fake().job_env = {{"SLURM_STEP_NODELIST", "node[1-2048]"},
-                    {"SLURM_STEP_TASKS_PER_NODE", "8(x2048)"}};
+                    {"SLURM_STEP_TASKS_PER_NODE", "8(x2048)"},
+                    {"SLURM_JOB_ID", "78"},
+                    {"SLURM_STEP_ID", "3"},
+                    // A batch script's own TF_CONFIG, and an outer step's list file.
+                    {"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{"index":0}})"},
+                    {"DTRAIN_ENDPOINTS_FILE", "/proc/self/fd/999"}};
   ASSERT_EQ(call_init({"address=name", "suffix=-a-rather-long-interconnect-name"}), 0);
   ASSERT_EQ(use_option(nullptr), 0);
   ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
@@ -405,10 +413,25 @@ TEST_F(SpankPlugin, OversizedValuesGoToMemoryFilesAndTheTaskStillStarts) {
   EXPECT_EQ(endpoints.rfind("node1-a-rather-long-interconnect-name:", 0), 0u);
   // The once-per-step warning, on rank 0's stderr where the user sees it.
   EXPECT_NE(warnings.find("dtrain: warning: DTRAIN_ENDPOINTS"), std::string::npos) << warnings;
-  // A memory file of this (the task's) process: nothing on disk to leave behind.
+  // A memory file of this (the task's) process, named after the task and the values it holds:
+  // nothing on disk to leave behind.
   const std::string path = env["DTRAIN_ENDPOINTS_FILE"];
-  EXPECT_EQ(path.rfind("/proc/" + std::to_string(getpid()) + "/fd/", 0), 0u) << path;
+  EXPECT_EQ(path.rfind("/proc/self/fd/", 0), 0u) << path;
+  EXPECT_NE(path, "/proc/self/fd/999");
   char target[256] = {};
   ASSERT_GT(readlink(path.c_str(), target, sizeof target - 1), 0);
-  EXPECT_EQ(std::string(target).rfind("/memfd:dtrain:DTRAIN_ENDPOINTS_FILE", 0), 0u) << target;
+  EXPECT_EQ(std::string(target),
+            "/memfd:dtrain:78.3:rank0:DTRAIN_ENDPOINTS,PADDLE_TRAINER_ENDPOINTS (deleted)");
+  // The inherited TF_CONFIG is gone: TensorFlow must not read it beside TF_CONFIG_FILE.
+  EXPECT_EQ(env.count("TF_CONFIG"), 0u);
+  EXPECT_EQ(env.count("TF_CONFIG_HASH"), 1u);
+  std::set<std::string> paths;
+  for (const char* name :
+       {"DTRAIN_ENDPOINTS_FILE", "PADDLE_TRAINER_ENDPOINTS_FILE", "TF_CONFIG_FILE"}) {
+    paths.insert(env[name]);
+  }
+  EXPECT_EQ(paths.size(), 2u);
+  for (const auto& memory_file : paths) {
+    close(std::stoi(memory_file.substr(memory_file.rfind('/') + 1)));
+  }
 }

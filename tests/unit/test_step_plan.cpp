@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/memory_file.hpp"
 #include "core/memory_file_io.hpp"
 #include "core/net_io.hpp"
 #include "core/node_environment.hpp"
@@ -429,11 +430,28 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
   EXPECT_THROW(task_environment(plan, 0, 2, {}), Error);
   EXPECT_THROW(task_environment(plan, 2, 0, {}), Error);
 
+  // Each file's value has its hash beside it; the endpoint list's is DTRAIN_ENDPOINTS_HASH.
+  EXPECT_EQ(value_of(env.tasks[1], "TF_CONFIG_HASH"), value_hash(tf_config));
+  EXPECT_EQ(value_of(env.tasks[1], "PADDLE_TRAINER_ENDPOINTS_HASH"), plan.endpoints_hash);
+  EXPECT_EQ(value_of(env.tasks[1], "DTRAIN_ENDPOINTS_HASH"), plan.endpoints_hash);
+  std::size_t endpoint_hashes = 0;
+  for (const auto& var : env.tasks[1]) endpoint_hashes += var.name == "DTRAIN_ENDPOINTS_HASH";
+  EXPECT_EQ(endpoint_hashes, 1u);
+  // The task drops the inherited plain forms of what went to files, and every stale file form.
+  const auto removed = task_environment(plan, 0, 1, {}).remove;
+  EXPECT_EQ(removed, (std::vector<std::string>{"DTRAIN_ENDPOINTS", "PADDLE_TRAINER_ENDPOINTS",
+                                               "TF_CONFIG"}));
+  const auto small = plan_step(step(name + "[1-2]", "1(x2)", "block", 2, 2, 0, {0}), config,
+                               FrameworkSet{}, nullptr);
+  EXPECT_EQ(task_environment(small, 0, 0, {}).remove,
+            (std::vector<std::string>{"DTRAIN_ENDPOINTS_FILE", "PADDLE_TRAINER_ENDPOINTS_FILE",
+                                      "PADDLE_TRAINER_ENDPOINTS_HASH", "TF_CONFIG_FILE",
+                                      "TF_CONFIG_HASH"}));
+
   // The memory file: read back through its path, sealed against writes, open across exec.
-  const std::string path = export_memory_file("TF_CONFIG", tf_config);
-  const std::string prefix = "/proc/" + std::to_string(getpid()) + "/fd/";
-  ASSERT_EQ(path.rfind(prefix, 0), 0u) << path;
-  const int fd = std::stoi(path.substr(prefix.size()));
+  const int fd = create_memory_file("dtrain:1234.1:rank1:TF_CONFIG", tf_config);
+  const std::string path = memory_file_path(fd);
+  EXPECT_EQ(path, "/proc/self/fd/" + std::to_string(fd));
   EXPECT_GE(fd, 10);
   EXPECT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
   std::ifstream in(path);
@@ -451,16 +469,28 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
 TEST(NodeEnvironment, EqualValuesOfOneTaskShareAMemoryFile) {
   const std::string endpoints(200000, 'e');
   const std::string other(200000, 'o');
-  MemoryFileExporter exporter;
-  const std::string first = exporter.path_for("DTRAIN_ENDPOINTS", endpoints);
-  EXPECT_EQ(exporter.path_for("PADDLE_TRAINER_ENDPOINTS", std::string(endpoints)), first);
-  const std::string second = exporter.path_for("TF_CONFIG", other);
-  EXPECT_NE(second, first);
-  std::ifstream in(second);
+  const std::vector<EnvVar> vars = {{"DTRAIN_ENDPOINTS_FILE", endpoints, false, true},
+                                    {"DTRAIN_RANK", "3"},
+                                    {"PADDLE_TRAINER_ENDPOINTS_FILE", endpoints, false, true},
+                                    {"TF_CONFIG_FILE", other, false, true}};
+  const auto paths = export_memory_files({77, 3, 5}, vars);
+  ASSERT_EQ(paths.size(), 4u);
+  EXPECT_EQ(paths[1], "");
+  EXPECT_EQ(paths[2], paths[0]);
+  EXPECT_NE(paths[3], paths[0]);
+  std::ifstream in(paths[3]);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
             other);
-  const std::string prefix = "/proc/" + std::to_string(getpid()) + "/fd/";
-  for (const auto& path : {first, second}) close(std::stoi(path.substr(prefix.size())));
+  // The shared file's label names both values; each label names the task.
+  const auto label_of = [](const std::string& path) {
+    char target[256] = {};
+    EXPECT_GT(readlink(path.c_str(), target, sizeof target - 1), 0);
+    return std::string(target);
+  };
+  EXPECT_EQ(label_of(paths[0]),
+            "/memfd:dtrain:77.3:rank5:DTRAIN_ENDPOINTS,PADDLE_TRAINER_ENDPOINTS (deleted)");
+  EXPECT_EQ(label_of(paths[3]), "/memfd:dtrain:77.3:rank5:TF_CONFIG (deleted)");
+  for (const auto& path : {paths[0], paths[3]}) close(*memory_file_descriptor(path));
 }
 
 TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
