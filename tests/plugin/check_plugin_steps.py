@@ -18,6 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPORTER = os.path.join(HERE, "report_task_env.py")
+PYTHON_MODULE_DIR = os.path.join(HERE, "..", "..", "src", "python")
 STATE = os.environ["DTRAIN_CLUSTER_DIR"]
 PLUGSTACK = os.path.join(STATE, "plugstack.conf")
 PLUGIN = os.environ["DTRAIN_PLUGIN"]
@@ -520,16 +521,26 @@ def check_oversized():
     squatted = squat_old_spill_names()
     try:
         before = dtrain_files_in_node_tmp()
+        # What a batch script may have exported: the step's memory files must replace them.
+        inherited = dict(os.environ, TF_CONFIG='{"cluster":{"worker":["batch:1"]}}',
+                         PADDLE_TRAINER_ENDPOINTS="batch:1", PYTHONPATH=PYTHON_MODULE_DIR)
         with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off", "port_block=161"):
             proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", "/usr/bin/python3", "-c",
-                        "import glob,os,sys; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); "
-                        "assert 'DTRAIN_ENDPOINTS' not in os.environ; "
-                        "assert p.startswith(f'/proc/{os.getpid()}/fd/'), p; "
+                        "import glob,os,sys,dtrain_env; p=os.environ['DTRAIN_ENDPOINTS_FILE']; "
+                        "assert not {'DTRAIN_ENDPOINTS','PADDLE_TRAINER_ENDPOINTS','TF_CONFIG'} & set(os.environ); "
+                        "assert p.startswith('/proc/self/fd/'), p; "
+                        "j,s,r=(os.environ[v] for v in ('SLURM_JOB_ID','SLURM_STEP_ID','SLURM_PROCID')); "
+                        "label=os.readlink(p); "
+                        "assert label==f'/memfd:dtrain:{j}.{s}:rank{r}:DTRAIN_ENDPOINTS,PADDLE_TRAINER_ENDPOINTS (deleted)', label; "
+                        "assert os.readlink(os.environ['TF_CONFIG_FILE'])==f'/memfd:dtrain:{j}.{s}:rank{r}:TF_CONFIG (deleted)'; "
                         "st=os.stat(p); assert st.st_uid==os.getuid() and st.st_mode&0o777==0o400, oct(st.st_mode); "
                         "assert all(os.lstat(q).st_uid==65534 for q in glob.glob('/tmp/dtrain-*')), "
                         "glob.glob('/tmp/dtrain-*'); "
+                        "loaded=dtrain_env.load(); e=os.environ['DTRAIN_ENDPOINTS']; "
                         "assert e.split(',')[int(os.environ['DTRAIN_RANK'])]==os.environ['DTRAIN_CURRENT_ENDPOINT']; "
-                        "print('STARTED', os.environ['DTRAIN_RANK'], len(e), os.environ['SLURM_JOB_ID'])"], check=False)
+                        "assert '\"index\":'+r+'}' in os.environ['TF_CONFIG']; "
+                        "print('STARTED', os.environ['DTRAIN_RANK'], len(e), j, ','.join(loaded))"],
+                       check=False, env=inherited)
         after = dtrain_files_in_node_tmp()
     finally:
         unsquat_old_spill_names()
@@ -542,6 +553,9 @@ def check_oversized():
     held = {f"/tmp/dtrain-{os.getuid()}-{job}.{step}" for step in (0, 1)}
     expect(all(held <= set(names) for names in before.values()), f"not every node held {held}: {before}")
     expect(size > 131072, f"endpoint list only {size} bytes")
+    loaded = {line.split()[4] for line in started}
+    expect(loaded == {"DTRAIN_ENDPOINTS,PADDLE_TRAINER_ENDPOINTS,TF_CONFIG"},
+           f"dtrain_env.load() loaded {loaded}")
     warnings = proc.stderr.count("exceed Linux's 131072-byte limit")
     expect(warnings == 1, f"expected one warning per step, got {warnings}:\n{proc.stderr[-2000:]}")
     expect(after == before, f"the step left files in the nodes' /tmp: before {before}, after {after}")
@@ -551,7 +565,10 @@ def check_oversized():
           "one warning, nothing added to any node's /tmp\n"
           f"dtrain: ok: another user held every old-scheme spill name of job {job} "
           "(directory for step 0, symlink for step 1) on every node; the step "
-          "started anyway and its memory files are mode 0400, owned by the step's user")
+          "started anyway and its memory files are mode 0400, owned by the step's user\n"
+          "dtrain: ok: every task's memory files are /proc/self/fd/N labelled with its job, step, rank "
+          "and values; the TF_CONFIG and PADDLE_TRAINER_ENDPOINTS inherited from srun's environment "
+          "reached no task; dtrain_env.load() checked and loaded all three values in all 640 tasks")
 
 
 CHECKS = {

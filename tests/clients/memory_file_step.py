@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Cluster test: real TensorFlow and PaddlePaddle read a step's lists from memory files.
+
+Usage: memory_file_step.py VENV_PYTHON
+
+The plugin is loaded with address=name and a 200-character name suffix (as on a site whose node
+names carry a long interconnect domain), so that the 640-task step's endpoint lists and
+TF_CONFIG exceed execve's 131072-byte limit and reach the tasks as memory files. The launcher
+exports its own TF_CONFIG and PADDLE_TRAINER_ENDPOINTS first, as a batch script might: no task
+may see them. Every task runs memory_file_client.py: ranks 0 and 639 in the venv with
+TensorFlow, ranks 1 and 638 with PaddlePaddle, the others the light check with /usr/bin/python3.
+The test passes when all 640 print their OK line.
+
+Needs the local cluster's environment (SLURM_CONF, DTRAIN_CLUSTER_DIR) and DTRAIN_PLUGIN.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODULE_DIR = HERE.parent.parent / "src" / "python"
+CLIENT = HERE / "memory_file_client.py"
+TASKS = 640
+FRAMEWORK_RANKS = {0: "tf", TASKS - 1: "tf", 1: "paddle", TASKS - 2: "paddle"}
+OK_LINE = re.compile(r"^OK (light|tf|paddle) rank=(\d+) world=(\d+) loaded=(\S+) bytes=(\d+)(.*)$")
+STEP_TIMEOUT_S = 400
+
+
+class StepFailed(Exception):
+    pass
+
+
+class plugstack_args:
+    """Loads the plugin with other plugstack.conf arguments while the step runs."""
+
+    def __init__(self, *args):
+        self.path = Path(os.environ["DTRAIN_CLUSTER_DIR"]) / "plugstack.conf"
+        self.line = " ".join(["required", os.environ["DTRAIN_PLUGIN"], *args]) + "\n"
+
+    def __enter__(self):
+        self.saved = self.path.read_text()
+        self.path.write_text(self.line)
+
+    def __exit__(self, *exc):
+        self.path.write_text(self.saved)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    venv_python = sys.argv[1]
+    cases = " ".join(f"{rank}) exec {venv_python} {CLIENT} {mode} ;;"
+                     for rank, mode in FRAMEWORK_RANKS.items())
+    task = f'case "$SLURM_PROCID" in {cases} *) exec /usr/bin/python3 {CLIENT} light ;; esac'
+    env = dict(os.environ, PYTHONPATH=str(MODULE_DIR),
+               TF_CONFIG='{"cluster":{"worker":["batch-script:1"]},"task":{"index":0}}',
+               PADDLE_TRAINER_ENDPOINTS="batch-script:1", TF_CPP_MIN_LOG_LEVEL="2")
+    suffix = "-" + "x" * 199
+    command = ["srun", "--distributed-train", "-N4", f"-n{TASKS}", "--overcommit",
+               "--kill-on-bad-exit=1", "/bin/bash", "-c", task]
+    print("dtrain: running:", " ".join(command[:-1]), "'<case on SLURM_PROCID>'", flush=True)
+    try:
+        with plugstack_args("address=name", f"suffix={suffix}", "check_ports=off",
+                            "port_block=161", "topology=none"):
+            step = subprocess.run(command, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT_S)
+        if step.returncode != 0:
+            raise StepFailed(f"srun exited with {step.returncode}:\n{step.stdout[-3000:]}\n"
+                             f"{step.stderr[-3000:]}")
+        verdicts = {}
+        for line in step.stdout.splitlines():
+            match = OK_LINE.match(line)
+            if match:
+                verdicts[int(match.group(2))] = match
+        if sorted(verdicts) != list(range(TASKS)):
+            missing = sorted(set(range(TASKS)) - set(verdicts))
+            raise StepFailed(f"{len(verdicts)} of {TASKS} tasks reported OK; missing ranks "
+                             f"{missing[:20]}:\n{step.stdout[-3000:]}\n{step.stderr[-3000:]}")
+        sizes = {int(m.group(5)) for m in verdicts.values()}
+        if min(sizes) <= 131072:
+            raise StepFailed(f"TF_CONFIG was only {min(sizes)} bytes: not past execve's limit")
+        for rank, mode in FRAMEWORK_RANKS.items():
+            if verdicts[rank].group(1) != mode:
+                raise StepFailed(f"rank {rank} ran {verdicts[rank].group(1)}, not {mode}")
+    except (StepFailed, subprocess.TimeoutExpired) as failure:
+        print(f"dtrain: FAIL memory files with TensorFlow and PaddlePaddle: {failure}",
+              file=sys.stderr, flush=True)
+        return 1
+    for rank in sorted(FRAMEWORK_RANKS):
+        print(f"dtrain: ok: rank {rank}: {verdicts[rank].group(0)}")
+    print(f"dtrain: PASS: {TASKS} tasks loaded DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS and "
+          f"TF_CONFIG ({min(sizes)}-{max(sizes)} bytes) from their memory files with "
+          "dtrain_env.load(); the launcher's own TF_CONFIG and PADDLE_TRAINER_ENDPOINTS reached "
+          "none; TensorFlow's TFConfigClusterResolver and Paddle's ParallelEnv and "
+          f"PaddleCloudRoleMaker formed the {TASKS}-worker world from the loaded values",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
