@@ -1,7 +1,7 @@
 // SPANK entry points: the dispatcher. Each callback hands its context to the file named after
 // it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
-// slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root after
-// the tasks are forked) and guarantees that no C++ exception crosses into Slurm: errors are
+// slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root when
+// a task ends) and guarantees that no C++ exception crosses into Slurm: errors are
 // caught, logged with "dtrain:" and returned.
 
 #include <slurm/slurm.h>
@@ -117,7 +117,7 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
     } catch (const std::exception& e) {
       // Said once per node, here: slurmstepd's stderr is the node's first task's stderr. Each
       // task then stops in task_init, since under `optional` a -1 here would start them, and
-      // task_post_fork cancels the step, whose other nodes would otherwise run the program.
+      // task_exit then cancels the step, whose other nodes would otherwise run the program.
       st.planning_error = e.what();
       log_error(st.planning_error);
     }
@@ -125,12 +125,15 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
   });
 }
 
-// slurmstepd, as root, after it forked each task and before any task may run the program: a node
-// whose user_init refused the step ends it on every node (why here: slurmstepd_root_cancel.hpp).
-extern "C" int slurm_spank_task_post_fork(spank_t sp, int /*ac*/, char** /*av*/) {
-  return guarded("task_post_fork", [&] {
+// slurmstepd, as root, as each task ends: a node whose user_init refused a step that asked for
+// --distributed-train (its tasks end in task_init, before exec) ends it on every node (why here:
+// slurmstepd_root_cancel.hpp). Under enable=always without the option, plugstack.conf's
+// optional or required decides whether such tasks run, and the step is left alone.
+extern "C" int slurm_spank_task_exit(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("task_exit", [&] {
     const PluginState& st = state();
-    if (spank_context() == S_CTX_REMOTE && st.active && !st.planning_error.empty()) {
+    if (spank_context() == S_CTX_REMOTE && st.active && st.option_given &&
+        !st.planning_error.empty()) {
       end_refused_step(sp);
     }
     return 0;

@@ -83,7 +83,7 @@ void end_refused_step(spank_t sp) noexcept {
               " ends on every node, since this node refused it (the reason is above)");
     // Once every task has ended and one of them by a signal, srun stops reading output
     // (step_launch.c, client_io_handler_abort): the cancel must not overtake these lines on
-    // their way through slurmstepd's I/O thread. This node's tasks wait for exec meanwhile.
+    // their way through slurmstepd's I/O thread.
     std::this_thread::sleep_for(kMessageDrainTime);
     if (cancel_step(job_id, step_id) != 0) {
       const int err = errno;

@@ -1,5 +1,5 @@
 #pragma once
-// slurmstepd, as root, in task_post_fork: a node that refused the step ends it on every node.
+// slurmstepd, as root, in task_exit: a node that refused the step ends it on every node.
 //
 // A refusal in user_init (a port of the step held by another user, a loopback address, a name
 // that does not resolve, a layout that disagrees with Slurm's, a step too busy for its ports)
@@ -11,8 +11,11 @@
 // task/cgroup's OOMKillStep). Why here and not in user_init: slurmstepd runs user_init with the
 // job's user's privileges, and Slurm 23.02 and later hold the authentication lock for as long as
 // they are dropped, also in the forked tasks (auth.c, auth_setuid_lock; privileges.c), so an
-// RPC from user_init or task_init aborts slurmstepd or the task. task_post_fork runs after
-// slurmstepd took its privileges back (mgr.c, _fork_all_tasks) and before any task may exec.
+// RPC from user_init or task_init aborts slurmstepd or the task. task_exit runs in slurmstepd
+// with its privileges back, when this node's first task has ended (in task_init, before exec),
+// which is after slurmstepd sent srun its launch response (mgr.c, job_manager): cancelled earlier,
+// in task_post_fork, srun saw a het step aborted before it was completely launched and took 10 s
+// more to return.
 
 #include "spank/spank_api.hpp"
 

@@ -38,7 +38,7 @@ struct PluginState {
   // Filled by user_init on each node.
   bool active = false;
   std::string planning_error;  // logged by user_init; task_init then stops every task
-  // Set by task_post_fork (as root) once it asked slurmctld to cancel the step this node refused.
+  // Set by task_exit (as root) once it asked slurmctld to cancel the step this node refused.
   bool step_cancel_sent = false;
   std::vector<NodeTaskPlan> tasks;  // index: local task id
   // What each task builds its own variables from, in its task_init (core::task_environment).

@@ -1,4 +1,4 @@
-// A node that refuses a step ends it on every node (task_post_fork cancels it), and the rule for
+// A node that refuses a step ends it on every node (task_exit cancels it), and the rule for
 // a port of the step that the user's own process already holds: through the real SPANK callbacks
 // and the spank_* fake.
 #include <arpa/inet.h>
@@ -101,11 +101,11 @@ class SpankRefusal : public ::testing::Test {
     ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
   }
 
-  // Both tasks forked: task_post_fork once per task, as slurmstepd calls it.
-  void post_fork() {
+  // Both tasks ended: task_exit once per task, as slurmstepd calls it.
+  void tasks_exit() {
     for (int local = 0; local < 2; ++local) {
       fake().task_id = local;
-      EXPECT_EQ(slurm_spank_task_post_fork(handle(), 0, nullptr), 0);
+      EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
     }
   }
 
@@ -129,13 +129,17 @@ class SpankRefusal : public ::testing::Test {
 
 }  // namespace
 
-// A refusal in user_init: the task stops before exec, and once the tasks are forked slurmstepd
-// (as root) asks slurmctld once to SIGKILL the step on every node.
+// A refusal in user_init: the tasks stop before exec, and as they end slurmstepd (as root) asks
+// slurmctld once to SIGKILL the step on every node.
 TEST_F(SpankRefusal, ARefusingNodeCancelsTheStepOnceAfterSayingWhy) {
   one_node_step();
   start({"port_block=2", "address=name"}, nullptr);  // 2 tasks need 3 ports: refused
   ASSERT_NE(errors().find("port_block=2"), std::string::npos) << errors();
-  post_fork();
+  EXPECT_NE(task0(-1).find("dtrain: error: the task stops before its program starts"),
+            std::string::npos);
+  EXPECT_EQ(ended_with(), 1);
+  EXPECT_TRUE(fake().kill_requests.empty());
+  tasks_exit();
   ASSERT_EQ(fake().kill_requests.size(), 1u);
   EXPECT_EQ(fake().kill_requests[0].job_id, 77u);
   EXPECT_EQ(fake().kill_requests[0].step_id, 3u);
@@ -145,16 +149,13 @@ TEST_F(SpankRefusal, ARefusingNodeCancelsTheStepOnceAfterSayingWhy) {
   EXPECT_EQ(fake().errors[1],
             "dtrain: step 77.3 ends on every node, since this node refused it (the reason is "
             "above)");
-  EXPECT_NE(task0(-1).find("dtrain: error: the task stops before its program starts"),
-            std::string::npos);
-  EXPECT_EQ(ended_with(), 1);
 }
 
 TEST_F(SpankRefusal, AFailedCancelIsLoggedWithTheFixAndNeverThrows) {
   one_node_step();
   fake().kill_error = ESLURM_ACCESS_DENIED;
   start({"port_block=2", "address=name"}, nullptr);
-  post_fork();
+  tasks_exit();
   EXPECT_EQ(fake().kill_requests.size(), 1u);
   EXPECT_NE(errors().find("dtrain: could not cancel step 77.3 ("), std::string::npos) << errors();
   EXPECT_NE(errors().find("Fix: scancel 77.3"), std::string::npos) << errors();
@@ -163,19 +164,25 @@ TEST_F(SpankRefusal, AFailedCancelIsLoggedWithTheFixAndNeverThrows) {
 TEST_F(SpankRefusal, AStepThatStartsIsNeverCancelled) {
   one_node_step();
   start({"address=name"}, nullptr);
-  post_fork();
+  tasks_exit();
   EXPECT_TRUE(fake().kill_requests.empty());
   EXPECT_EQ(errors(), "");
-  // Without --distributed-train nothing is planned, so nothing is refused.
-  SetUp();
-  one_node_step();
-  std::vector<std::string> args{"port_block=2", "address=name"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  ASSERT_EQ(slurm_spank_init(handle(), 2, argv.data()), 0);
-  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
-  post_fork();
-  EXPECT_TRUE(fake().kill_requests.empty());
+  // Without --distributed-train nothing is planned, so nothing is refused; under enable=always
+  // a refused step without the option runs or not as plugstack.conf's optional or required
+  // says, and is never cancelled.
+  for (const char* enable : {"enable=option", "enable=always"}) {
+    SetUp();
+    one_node_step();
+    std::vector<std::string> args{"port_block=2", "address=name", enable};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    ASSERT_EQ(slurm_spank_init(handle(), 3, argv.data()), 0);
+    ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+    EXPECT_EQ(dtrain::spank::state().planning_error.empty(),
+              enable == std::string("enable=option"));
+    tasks_exit();
+    EXPECT_TRUE(fake().kill_requests.empty()) << enable;
+  }
 }
 
 // A het step refused where the components' layouts could not be fetched: the request names
@@ -195,7 +202,7 @@ TEST_F(SpankRefusal, AHetStepIsCancelledThroughComponentZero) {
   start({"address=name"}, nullptr);
   ASSERT_FALSE(dtrain::spank::state().planning_error.empty());
   fake().task_id = 0;
-  EXPECT_EQ(slurm_spank_task_post_fork(handle(), 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
   ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
   EXPECT_EQ(fake().kill_requests[0].job_id, 500u);
   EXPECT_EQ(fake().kill_requests[0].step_id, 4u);
@@ -214,7 +221,7 @@ TEST_F(SpankRefusal, AHetStepIsCancelledThroughComponentZero) {
   start({"address=name", "port_block=2"}, nullptr);  // gpu1 and gpu2 run 2 tasks: refused
   ASSERT_TRUE(dtrain::spank::state().het.has_value()) << errors();
   ASSERT_FALSE(dtrain::spank::state().planning_error.empty());
-  EXPECT_EQ(slurm_spank_task_post_fork(handle(), 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
   ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
   EXPECT_EQ(fake().kill_requests[0].job_id, 500u);
 }
@@ -236,7 +243,7 @@ TEST_F(SpankRefusal, OwnHolderOfAnEndpointPortStopsAStepWithTensorFlowOrPaddle) 
       << errors();
   EXPECT_NE(errors().find("ss -ltnp 'sport = :" + std::to_string(ports_.endpoint_ports[1])),
             std::string::npos);
-  post_fork();
+  tasks_exit();
   EXPECT_EQ(fake().kill_requests.size(), 1u);
   task0(-1);
   EXPECT_EQ(ended_with(), 1);
@@ -252,7 +259,7 @@ TEST_F(SpankRefusal, OwnHolderOfAnEndpointPortOnlyWarnsAPyTorchStep) {
   ASSERT_TRUE(held.ok());
   start(args, "torch");
   EXPECT_EQ(errors(), "");
-  post_fork();
+  tasks_exit();
   EXPECT_TRUE(fake().kill_requests.empty());
   const auto said = task0(0);
   EXPECT_NE(said.find("dtrain: warning: port " + std::to_string(ports_.endpoint_ports[1]) +
