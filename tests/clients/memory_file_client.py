@@ -16,7 +16,8 @@ framework, which must form the step's world from them:
 Neither starts its servers: a strategy or a process group waits for all workers, and a step this
 size runs 640 tasks on two cores, so the other tasks run the light check only.
 
-Prints one line: "OK MODE rank=R world=W loaded=NAMES DETAILS", or "dtrain: FAIL ..." and exits 1.
+Prints one line: "OK MODE rank=R world=W loaded=NAMES bytes=B pid=P fd=inherited|absent DETAILS"
+(fd: whether this process has the task's descriptor), or "dtrain: FAIL ..." and exits 1.
 """
 
 import json
@@ -102,6 +103,14 @@ def main():
         return 2
     mode = sys.argv[1]
     import dtrain_env
+    # Whether this process has the task's descriptor: not where a parent started it with
+    # subprocess (close_fds); then dtrain_env reads the task's /proc/SLURM_TASK_PID/fd/N.
+    number = int(os.environ["TF_CONFIG_FILE"].rsplit("/", 1)[1])
+    try:
+        os.fstat(number)
+        descriptor = "inherited"
+    except OSError:
+        descriptor = "absent"
     for name in dtrain_env.NAMES:
         if name in os.environ:
             fail(f"{name} is set beside {name}_FILE: the inherited value reached the task")
@@ -118,7 +127,8 @@ def main():
     elif mode == "paddle":
         details = check_paddle(rank, world, endpoints)
     print(f"OK {mode} rank={rank} world={world} loaded={','.join(loaded)} "
-          f"bytes={len(os.environ['TF_CONFIG'])} {details}".rstrip(), flush=True)
+          f"bytes={len(os.environ['TF_CONFIG'])} pid={os.getpid()} fd={descriptor} "
+          f"{details}".rstrip(), flush=True)
     # Frameworks leave threads behind; the result is in.
     os._exit(0)
 

@@ -9,14 +9,18 @@ names carry a long interconnect domain), so that the 640-task step's endpoint li
 TF_CONFIG exceed execve's 131072-byte limit and reach the tasks as memory files. The launcher
 exports its own TF_CONFIG and PADDLE_TRAINER_ENDPOINTS first, as a batch script might: no task
 may see them. Every task runs memory_file_client.py: ranks 0 and 639 in the venv with
-TensorFlow, ranks 1 and 638 with PaddlePaddle, the others the light check with /usr/bin/python3.
-The test passes when all 640 print their OK line.
+TensorFlow, ranks 1 and 638 with PaddlePaddle, the others the light check with /usr/bin/python3,
+rank 2 in a PID namespace of its own with its own /proc (unshare --pid --fork --mount-proc, as
+Apptainer --pid or Podman start a program), where the task's /proc/<pid> is not the task, and
+rank 3 as a child that Python's subprocess started without the task's descriptors. The test
+passes when all 640 print their OK line, rank 2 as PID 1 and rank 3 without the descriptor.
 
 Needs the local cluster's environment (SLURM_CONF, DTRAIN_CLUSTER_DIR) and DTRAIN_PLUGIN.
 """
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +30,10 @@ MODULE_DIR = HERE.parent.parent / "src" / "python"
 CLIENT = HERE / "memory_file_client.py"
 TASKS = 640
 FRAMEWORK_RANKS = {0: "tf", TASKS - 1: "tf", 1: "paddle", TASKS - 2: "paddle"}
-OK_LINE = re.compile(r"^OK (light|tf|paddle) rank=(\d+) world=(\d+) loaded=(\S+) bytes=(\d+)(.*)$")
+OK_LINE = re.compile(r"^OK (light|tf|paddle) rank=(\d+) world=(\d+) loaded=(\S+) bytes=(\d+) "
+                     r"pid=(\d+) fd=(inherited|absent)(.*)$")
+UNSHARE = ["/usr/bin/unshare", "--pid", "--fork", "--mount-proc"]
+NAMESPACE_RANK, SUBPROCESS_RANK = 2, 3
 STEP_TIMEOUT_S = 400
 
 
@@ -54,9 +61,21 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     venv_python = sys.argv[1]
-    cases = " ".join(f"{rank}) exec {venv_python} {CLIENT} {mode} ;;"
-                     for rank, mode in FRAMEWORK_RANKS.items())
-    task = f'case "$SLURM_PROCID" in {cases} *) exec /usr/bin/python3 {CLIENT} light ;; esac'
+    light = ["/usr/bin/python3", str(CLIENT), "light"]
+    special = {rank: [venv_python, str(CLIENT), mode] for rank, mode in FRAMEWORK_RANKS.items()}
+    special[SUBPROCESS_RANK] = ["/usr/bin/python3", "-c",
+                                "import subprocess, sys; "
+                                f"sys.exit(subprocess.run({light!r}).returncode)"]
+    # Where this machine cannot start a PID namespace, rank 2 runs the light check as it is.
+    probe = subprocess.run(["srun", "-N1", "-n1", *UNSHARE, "/bin/true"], capture_output=True,
+                           text=True, timeout=60)
+    namespaces = probe.returncode == 0
+    if namespaces:
+        special[NAMESPACE_RANK] = [*UNSHARE, *light]
+    else:
+        print(f"dtrain: not checked: a PID namespace of its own ({probe.stderr.strip()})")
+    cases = " ".join(f"{rank}) exec {shlex.join(argv)} ;;" for rank, argv in special.items())
+    task = f'case "$SLURM_PROCID" in {cases} *) exec {shlex.join(light)} ;; esac'
     env = dict(os.environ, PYTHONPATH=str(MODULE_DIR),
                TF_CONFIG='{"cluster":{"worker":["batch-script:1"]},"task":{"index":0}}',
                PADDLE_TRAINER_ENDPOINTS="batch-script:1", TF_CPP_MIN_LOG_LEVEL="2")
@@ -87,18 +106,30 @@ def main():
         for rank, mode in FRAMEWORK_RANKS.items():
             if verdicts[rank].group(1) != mode:
                 raise StepFailed(f"rank {rank} ran {verdicts[rank].group(1)}, not {mode}")
+        expected_fd = {rank: "absent" if rank == SUBPROCESS_RANK else "inherited"
+                       for rank in range(TASKS)}
+        wrong_fd = [r for r in range(TASKS) if verdicts[r].group(7) != expected_fd[r]]
+        if wrong_fd:
+            raise StepFailed(f"ranks {wrong_fd[:20]}: the task's descriptor was not as expected "
+                             f"({[verdicts[r].group(0) for r in wrong_fd[:3]]})")
+        if namespaces and verdicts[NAMESPACE_RANK].group(6) != "1":
+            raise StepFailed(f"rank {NAMESPACE_RANK} did not run in a PID namespace of its own: "
+                             f"{verdicts[NAMESPACE_RANK].group(0)}")
     except (StepFailed, subprocess.TimeoutExpired) as failure:
         print(f"dtrain: FAIL memory files with TensorFlow and PaddlePaddle: {failure}",
               file=sys.stderr, flush=True)
         return 1
-    for rank in sorted(FRAMEWORK_RANKS):
+    for rank in sorted({*FRAMEWORK_RANKS, SUBPROCESS_RANK, NAMESPACE_RANK}):
         print(f"dtrain: ok: rank {rank}: {verdicts[rank].group(0)}")
     print(f"dtrain: PASS: {TASKS} tasks loaded DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS and "
           f"TF_CONFIG ({min(sizes)}-{max(sizes)} bytes) from their memory files with "
           "dtrain_env.load(); the launcher's own TF_CONFIG and PADDLE_TRAINER_ENDPOINTS reached "
           "none; TensorFlow's TFConfigClusterResolver and Paddle's ParallelEnv and "
-          f"PaddleCloudRoleMaker formed the {TASKS}-worker world from the loaded values",
-          flush=True)
+          f"PaddleCloudRoleMaker formed the {TASKS}-worker world from the loaded values; "
+          f"rank {SUBPROCESS_RANK}, without the task's descriptor, read the files through the "
+          "task's /proc/SLURM_TASK_PID" +
+          (f"; rank {NAMESPACE_RANK}, PID 1 of its own PID namespace, through /proc/self/fd"
+           if namespaces else ""), flush=True)
     return 0
 
 
