@@ -4,25 +4,25 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <future>
-#include <sstream>
+#include <memory>
 
+#include "bootstrap/agreement.hpp"
 #include "bootstrap/deadline.hpp"
 #include "bootstrap/endpoints.hpp"
 #include "bootstrap/environment.hpp"
+#include "bootstrap/event_tick.hpp"
 #include "bootstrap/fingerprint.hpp"
 #include "bootstrap/fingerprint_probe.hpp"
-#include "bootstrap/gather.hpp"
 #include "bootstrap/heap.hpp"
 #include "bootstrap/mpi_communicator.hpp"
+#include "bootstrap/mpi_fabric.hpp"
 #include "bootstrap/nccl_backend.hpp"
 #include "bootstrap/peers.hpp"
+#include "bootstrap/pmix_placement.hpp"
 #include "bootstrap/preflight.hpp"
 #include "bootstrap/preflight_report.hpp"
 #include "core/error.hpp"
@@ -31,29 +31,14 @@ namespace dtrain::bootstrap {
 
 namespace {
 
-constexpr int kArrivalTag = 0x6474;
 // The watchdog backs up the polled steps, which report more precisely, so it fires later.
 constexpr std::chrono::seconds kWatchdogGrace{3};
-constexpr std::chrono::milliseconds kFollowerGrace{1500};
 // How long before the deadline rank 0 checks, while MPI_Init still waits, which ranks listen on
 // their endpoints; well before any rank's watchdog ends it (kWatchdogGrace after the deadline).
 constexpr std::chrono::milliseconds kAbsenceCheckLead{2000};
 constexpr const char* kMpiInitPhase = "MPI_Init_thread";
-// How long probes made before the record exchange retry a refused connect.
+// How long probes made right after MPI_Init retry a refused connect.
 constexpr std::chrono::milliseconds kRefusedRetryWindow{250};
-
-// Open MPI's TCP transport sees a peer's new connection only when the passive side's event loop
-// runs, which after MPI_Init is every mpi_event_tick_rate microseconds (default 10 ms) unless
-// the process is itself connecting. Every exchange of the bootstrap, and MPI_Comm_dup, opens
-// connections, so each round waited up to 10 ms on some rank: at 8 ranks on 4 nodes that was
-// most of the time after MPI_Init (bootstrap/README.md, "Open MPI's event tick"). 1 ms costs
-// one epoll_wait per millisecond of polling. Before MPI_Init_thread, which reads it, and before
-// any thread starts (setenv); a value the user set wins.
-void prompt_open_mpi_event_loop() {
-#ifdef OPEN_MPI
-  setenv("OMPI_MCA_mpi_event_tick_rate", "1000", 0);
-#endif
-}
 
 std::string this_hostname() {
   char name[HOST_NAME_MAX + 1] = {};
@@ -85,12 +70,6 @@ int mpi_thread_level(ThreadLevel level) {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const auto& line : lines) text += "\n  " + line;
-  return text;
 }
 
 class SessionImpl final : public Session {
@@ -130,14 +109,21 @@ class SessionImpl final : public Session {
   bool keeps_freed_memory_;
 };
 
-// The bootstrap of one process, step by step. Every step that needs the other ranks is a
-// non-blocking MPI call polled against the deadline.
+// What the second thread finds while MPI_Init runs.
+struct Background {
+  Fingerprint fingerprint;
+  ListScan scan;
+};
+
+// The bootstrap of one process: what it finds out alone (before and during MPI_Init), then
+// the agreement protocol (agreement.hpp) over MPI_COMM_WORLD, driven by polling.
 class Bootstrapper {
  public:
   Bootstrapper(const BootstrapConfig& config, Clock::time_point started,
-               std::chrono::milliseconds timeout, bool keeps_freed_memory)
+               std::chrono::milliseconds timeout, bool keeps_freed_memory, bool tick_set)
       : config_(config),
         keeps_freed_memory_(keeps_freed_memory),
+        tick_set_(tick_set),
         started_(started),
         timeout_(timeout),
         deadline_(started + timeout),
@@ -148,9 +134,16 @@ class Bootstrapper {
     watchdog_.set_phase(kMpiInitPhase);
     read_plugin_env();
     if (config_.preflight) listen_before_mpi_init();
-    // Hashing the executable and asking CUDA for its versions and devices (which starts the
-    // CUDA driver on a GPU node) need no MPI: they run while MPI_Init waits for the others.
-    fingerprint_ = std::async(std::launch::async, collect_fingerprint);
+    // Hashing the executable, asking CUDA for its versions and devices (which starts the CUDA
+    // driver on a GPU node) and reading the endpoint list need no MPI: they run while MPI_Init
+    // waits for the others.
+    const std::vector<std::size_t> wanted = wanted_entries();
+    background_ = std::async(std::launch::async, [list = list_text_, wanted] {
+      Background found;
+      found.fingerprint = collect_fingerprint();
+      if (list) found.scan = scan_endpoint_list(*list, wanted);
+      return found;
+    });
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (initialised) {
@@ -158,91 +151,79 @@ class Bootstrapper {
           "MPI is already initialised; let dtrain::bootstrap::init() call "
           "MPI_Init_thread instead");
     }
-    const int wanted = mpi_thread_level(config_.thread_level);
+    const int wanted_level = mpi_thread_level(config_.thread_level);
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, wanted, &provided);
+    MPI_Init_thread(&argc, &argv, wanted_level, &provided);
     timings_.mpi_init = seconds_between(started_, Clock::now());
+    // Rank 0's check of absent ranks belongs to MPI_Init only.
+    watchdog_.clear_early_check();
 
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     who_ = describe_self(rank_, host_);
     watchdog_.set_who(who_);
-    if (provided < wanted && rank_ == 0 && !config_.quiet) {
+    if (provided < wanted_level && rank_ == 0 && !config_.quiet) {
       std::fprintf(stderr, "dtrain: warning: MPI provides thread level %d, %d was asked for\n",
-                   provided, wanted);
+                   provided, wanted_level);
     }
+    Background found = background_.get();
+    // MPI read it; the program's child processes must not inherit it. After the other thread
+    // ended: unsetenv must not race a getenv.
+    unset_event_tick_after_init(tick_set_);
 
     // The bootstrap's own messages run on MPI_COMM_WORLD, which nobody else uses before init()
-    // returns: a duplicate would cost a context-id agreement (several all-reduces). Arrival
-    // comes first (exchange_records): any collective could hang on a missing rank without
-    // saying which.
-    boot_ = MPI_COMM_WORLD;
-    MPI_Comm_get_errhandler(boot_, &saved_errhandler_);
-    MPI_Comm_set_errhandler(boot_, MPI_ERRORS_RETURN);
-    const auto probes_started = Clock::now();
-    if (config_.preflight) probe_before_exchange();
-    const auto arrival_started = Clock::now();
-    timings_.preflight = seconds_between(probes_started, arrival_started);
-    exchange_records();
-    const auto placement_started = Clock::now();
-    timings_.arrival = seconds_between(arrival_started, placement_started);
-    place_ranks_on_nodes();
-    const auto verdict_started = Clock::now();
-    timings_.placement = seconds_between(placement_started, verdict_started);
-    check_agreement();
-    timings_.verdict = seconds_between(verdict_started, Clock::now());
-
-    const auto preflight_started = Clock::now();
-    if (config_.preflight) run_preflight();
-    timings_.preflight += seconds_between(preflight_started, Clock::now());
+    // returns; every one of them is received before then.
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &saved_errhandler_);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    Outcome outcome;
+    std::unique_ptr<Communicator> comm;
+    {
+      MpiFabric fabric(MPI_COMM_WORLD);
+      outcome = run_protocol(fabric, build_facts(std::move(found)));
+      if (outcome.kind == Outcome::Kind::kReady && config_.backend == Backend::kMpi) {
+        if (MPI_Comm made = fabric.take_duplicate(); made != MPI_COMM_NULL) {
+          comm = adopt_mpi_communicator(made);
+        }
+      }
+    }
+    // The list's text is not needed any more.
+    list_view_.reset();
+    list_text_.reset();
+    if (rank_ == 0 && !config_.quiet) {
+      for (const auto& note : outcome.notes) {
+        std::fprintf(stderr, "dtrain: %s%s", note.c_str(), note.ends_with('\n') ? "" : "\n");
+      }
+    } else if (rank_ == 0) {
+      // --quiet keeps warnings: a fingerprint difference allowed with --allow-mismatch.
+      for (const auto& note : outcome.notes) {
+        if (note.starts_with("warning:")) {
+          std::fprintf(stderr, "dtrain: %s%s", note.c_str(), note.ends_with('\n') ? "" : "\n");
+        }
+      }
+    }
+    if (outcome.kind == Outcome::Kind::kTimedOut) {
+      abort_job(who_, outcome.timeout +
+                          "; raise the limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout "
+                          "if the job is just slow");
+    }
+    if (outcome.kind == Outcome::Kind::kFailed) fail_together(outcome);
+    timings_.preflight = outcome.timings.preflight;
+    timings_.arrival = outcome.timings.arrival;
+    timings_.placement = outcome.timings.placement;
+    timings_.verdict = outcome.timings.verdict;
 
     const auto comm_started = Clock::now();
-    auto comm = make_communicator();
-    timings_.communicator = seconds_between(comm_started, Clock::now());
-    release_boot_comm();
+    if (!comm) comm = make_communicator(outcome.local_rank);
+    timings_.communicator =
+        outcome.timings.communicator + seconds_between(comm_started, Clock::now());
+    release_world();
     watchdog_.stop();
     timings_.total = seconds_between(started_, Clock::now());
-    return std::make_unique<SessionImpl>(std::move(comm), rank_, size_, placement_.local_rank,
-                                         host_, env_.present, timings_, keeps_freed_memory_);
+    return std::make_unique<SessionImpl>(std::move(comm), rank_, size_, outcome.local_rank, host_,
+                                         env_.present, timings_, keeps_freed_memory_);
   }
 
  private:
-  void wait_or_abort(std::span<MPI_Request> requests, const std::string& step,
-                     const std::function<std::string()>& detail = {}) {
-    wait_until_or_abort([requests] { return requests_complete(requests); }, step, detail, {});
-  }
-
-  // Every wait of the bootstrap: its listener keeps answering peers' probes meanwhile.
-  void wait_until_or_abort(const std::function<bool()>& done, const std::string& step,
-                           const std::function<std::string()>& detail,
-                           const std::function<void()>& before_abort) {
-    const std::function<void()> serve = [this] {
-      if (listener_) listener_->serve();
-    };
-    // Rank 0 gives up first: it is the one that can name the missing ranks, and its
-    // MPI_Abort ends the others before their own, less informative, timeout.
-    const auto limit = rank_ == 0 ? deadline_ : deadline_ + kFollowerGrace;
-    if (poll_until(done, limit, serve)) return;
-    if (before_abort) before_abort();
-    std::string message =
-        "timed out after " +
-        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) + " s " +
-        step;
-    if (detail) message += detail();
-    message +=
-        "; raise the limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or --timeout if the "
-        "job is just slow";
-    abort_job(who_, message);
-  }
-
-  // wait_until_or_abort for the helpers that take a DeadlineWaiter.
-  DeadlineWaiter deadline_waiter() {
-    return [this](const std::function<bool()>& done, const std::string& step,
-                  const std::function<void()>& before_abort) {
-      wait_until_or_abort(done, step, {}, before_abort);
-    };
-  }
-
   // Read once, before MPI_Init (the early listener needs it); a bad value is reported with the
   // other checks once MPI runs, so that every rank fails together.
   void read_plugin_env() {
@@ -252,37 +233,57 @@ class Bootstrapper {
       env_ = DtrainEnv{};
       env_error_ = error.what();
     }
+    if (env_.present) {
+      // Kept only until the agreement ends, and read where it lies, not copied per use.
+      list_text_ = std::make_shared<const std::string>(std::move(env_.endpoints));
+      env_.endpoints.clear();
+    }
   }
 
-  // With the plugin's variables every rank knows its own endpoint and every peer's before MPI
-  // starts. Listening from here on lets rank 0 find out, while MPI_Init still waits, which ranks
-  // never got this far: MPI itself cannot say (the watchdog's early check). build_record reuses
-  // the listener for the preflight.
+  // This rank's entry and its preflight peers', by the plugin's rank and world size (MPI's are
+  // not known yet; where they differ the check fails anyway).
+  std::vector<std::size_t> wanted_entries() const {
+    std::vector<std::size_t> wanted;
+    if (!env_.present || env_.world_size < 1 || env_.rank < 0 || env_.rank >= env_.world_size) {
+      return wanted;
+    }
+    wanted.push_back(static_cast<std::size_t>(env_.rank));
+    for (int peer : preflight_peers(env_.rank, env_.world_size)) {
+      wanted.push_back(static_cast<std::size_t>(peer));
+    }
+    return wanted;
+  }
+
+  // Every rank listens from before MPI_Init: with the plugin's variables on its endpoint, so
+  // that rank 0 can find out while MPI_Init still waits which ranks never got this far (MPI
+  // itself cannot say: the watchdog's early check); without them on an ephemeral port.
   void listen_before_mpi_init() {
-    if (!env_.present) return;
     try {
-      listener_ = std::make_unique<Listener>(
-          parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT"));
-      plugin_endpoints_ = parse_endpoint_list(env_.endpoints, env_.endpoints_source);
-    } catch (const Error&) {
-      plugin_endpoints_.clear();
-      return;  // reported with the other checks once MPI runs
+      const Endpoint endpoint =
+          env_.present ? parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT")
+                       : derived_endpoint();
+      listener_ = std::make_unique<Listener>(endpoint);
+    } catch (const Error& error) {
+      listener_problem_ = error.what();
+      return;
     }
-    const auto& endpoints = plugin_endpoints_;
-    if (env_.rank != 0 || endpoints.size() < 2) return;
-    std::vector<std::string> texts;
-    std::vector<ProbeTarget> targets;
-    for (std::size_t r = 0; r < endpoints.size(); ++r) {
-      texts.push_back(to_string(endpoints[r]));
-      if (r != 0) targets.push_back({static_cast<int>(r), texts.back()});
-    }
+    if (!env_.present || env_.rank != 0 || !list_text_) return;
     const auto lead = std::min<std::chrono::milliseconds>(kAbsenceCheckLead, timeout_ / 4);
     char when[64];
     std::snprintf(when, sizeof when, "%.1f s before the deadline",
                   std::chrono::duration<double>(lead).count());
+    // The list is parsed only if the check runs.
     watchdog_.set_early_check(
         deadline_ - lead, kMpiInitPhase,
-        [targets, texts, lead, when = std::string(when)]() -> std::string {
+        [list = list_text_, source = env_.endpoints_source, lead,
+         when = std::string(when)]() -> std::string {
+          const auto endpoints = parse_endpoint_list(*list, source);
+          std::vector<std::string> texts;
+          std::vector<ProbeTarget> targets;
+          for (std::size_t r = 0; r < endpoints.size(); ++r) {
+            texts.push_back(to_string(endpoints[r]));
+            if (r != 0) targets.push_back({static_cast<int>(r), texts.back()});
+          }
           const auto outcomes = probe_peers(targets, Clock::now() + lead / 2);
           const std::string absent = describe_absent_ranks(texts, outcomes);
           if (!absent.empty()) return "Checked " + when + ": " + absent;
@@ -292,373 +293,180 @@ class Bootstrapper {
         });
   }
 
-  // The preflight's probes, made before the record exchange so that their outcomes travel with
-  // the records instead of in an exchange of their own. Every peer listens by now: each opened
-  // its listener before MPI_Init, and MPI_Init returns only once every rank has entered it (the
-  // launcher's PMIx fence). A refused connect is still retried briefly, for an MPI without that
-  // fence. Needs the plugin's endpoint list for this world; otherwise the preflight probes after
-  // the exchange, from the endpoints in the records.
-  void probe_before_exchange() {
-    if (!listener_ || plugin_endpoints_.size() != static_cast<std::size_t>(size_)) return;
-    watchdog_.set_phase("connectivity preflight");
-    std::vector<ProbeTarget> targets;
-    for (int peer : preflight_peers(rank_, size_)) {
-      targets.push_back({peer, to_string(plugin_endpoints_[static_cast<std::size_t>(peer)])});
+  RankFacts build_facts(Background found) {
+    RankFacts facts;
+    facts.host = host_;
+    facts.fingerprint = std::move(found.fingerprint);
+    if (env_error_) facts.problems.push_back(*env_error_);
+    if (env_.present) {
+      facts.env = {
+          true,           env_.rank,  env_.world_size, env_.local_rank, env_.local_world_size,
+          env_.node_rank, env_.nnodes};
+      for (auto& problem : check_env_locally(env_, found.scan)) {
+        facts.problems.push_back(std::move(problem));
+      }
+      facts.list_hash = found.scan.hash;
+      facts.list_count = found.scan.count;
+      facts.list_source = env_.endpoints_source;
+      facts.list_entries = std::move(found.scan.entries);
+      list_view_ = std::make_unique<TextEndpointList>(*list_text_);
+      facts.list = list_view_.get();
     }
-    const auto now = Clock::now();
-    const auto outcomes = probe_peers(
-        targets, std::min(deadline_, now + config_.probe_timeout), [this] { listener_->serve(); },
-        now + kRefusedRetryWindow);
-    auto& failures = early_probe_failures_.emplace();
-    for (const auto& outcome : outcomes) {
-      if (outcome.error != 0) failures.push_back(outcome);
-    }
-  }
-
-  // Which ranks share a node, as MPI sees it: from the launcher's node names in the records
-  // when every rank has one (no communication), else MPI_Comm_split_type and a second exchange.
-  // Every rank holds the same records, so all take the same branch.
-  void place_ranks_on_nodes() {
-    auto placements = placement_from_launcher_nodes(records_);
-    if (!placements) placements = placements_from_split_type();
-    for (std::size_t r = 0; r < records_.size(); ++r) records_[r].mpi = (*placements)[r];
-    placement_ = records_[static_cast<std::size_t>(rank_)].mpi;
-  }
-
-  std::vector<MpiPlacement> placements_from_split_type() {
-    watchdog_.set_phase("MPI_Comm_split_type");
-    MPI_Comm node;
-    MpiPlacement mine;
-    MPI_Comm_split_type(boot_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-    mine.rank = rank_;
-    mine.size = size_;
-    MPI_Comm_rank(node, &mine.local_rank);
-    MPI_Comm_size(node, &mine.local_size);
-    MPI_Group node_group, world_group;
-    MPI_Comm_group(node, &node_group);
-    MPI_Comm_group(boot_, &world_group);
-    const int first = 0;
-    MPI_Group_translate_ranks(node_group, 1, &first, world_group, &mine.node_leader);
-    MPI_Group_free(&node_group);
-    MPI_Group_free(&world_group);
-    MPI_Comm_free(&node);
-    const int fields[5] = {mine.rank, mine.size, mine.local_rank, mine.local_size,
-                           mine.node_leader};
-    std::vector<int> all(5 * static_cast<std::size_t>(size_));
-    allgather_through_root(fields, static_cast<int>(sizeof fields), all.data(), boot_,
-                           deadline_waiter(), "exchanging the ranks' node placement");
-    std::vector<MpiPlacement> placements;
-    for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
-      const int* f = all.data() + 5 * r;
-      placements.push_back({f[0], f[1], f[2], f[3], f[4]});
-    }
-    return placements;
-  }
-
-  RankRecord build_record() {
-    RankRecord me;
-    me.mpi.rank = rank_;  // the rest of the placement is known once all records are in
-    me.mpi.size = size_;
-    me.hostname = host_;
-    if (const char* node = std::getenv("PMIX_HOSTNAME")) me.launcher_node = node;
-    std::vector<std::string> problems;
-    if (env_error_) problems.push_back(*env_error_);
-    for (auto& problem : check_env_locally(env_)) problems.push_back(std::move(problem));
     if (auto changed = disagreement_after_dtrain(env_.identity);
         !changed.empty() && !config_.allow_changed_variables) {
-      problems.push_back(std::move(changed));
+      facts.problems.push_back(std::move(changed));
     }
-    me.env = env_;
-    me.endpoints_hash = env_.present ? hash_text(env_.endpoints) : 0;
-    me.fingerprint = fingerprint_.get();
     // Found here rather than at communicator creation, so that every rank fails together
     // instead of the others waiting for NCCL until the deadline.
     if (config_.backend == Backend::kNccl) {
       if (!nccl_compiled_in()) {
-        problems.push_back(
+        facts.problems.push_back(
             "the NCCL backend was asked for, but this dtrain was built without "
             "it; use the MPI backend or rebuild with CUDA and NCCL");
       } else if (visible_device_count() == 0) {
-        problems.push_back(
+        facts.problems.push_back(
             "the NCCL backend was asked for, but no CUDA device is visible here "
             "(cudaGetDeviceCount found none); use the MPI backend on hosts without "
             "GPUs, or check CUDA_VISIBLE_DEVICES and the job's GPU request");
       }
     }
+    facts.preflight = config_.preflight;
     if (config_.preflight) {
-      try {
-        if (!listener_) {
-          const Endpoint endpoint =
-              env_.present ? parse_endpoint(env_.current_endpoint, "DTRAIN_CURRENT_ENDPOINT")
-                           : derived_endpoint();
-          listener_ = std::make_unique<Listener>(endpoint);
+      if (listener_problem_) facts.problems.push_back(*listener_problem_);
+      if (listener_) {
+        facts.listen_endpoint = listener_->endpoint();
+        facts.listen_errno = listener_->error();
+      } else {
+        facts.preflight = false;  // the problem above says why
+      }
+    }
+    if (!placement_from_mpi()) facts.node = launcher_node_members(rank_);
+    return facts;
+  }
+
+  // DTRAIN_BOOTSTRAP_PLACEMENT=split-type makes this rank ask MPI_Comm_split_type even where
+  // the launcher's PMIx server says which ranks share its node (and so every rank, since they
+  // agree on one way).
+  static bool placement_from_mpi() {
+    const char* value = std::getenv("DTRAIN_BOOTSTRAP_PLACEMENT");
+    return value != nullptr && std::string(value) == "split-type";
+  }
+
+  Outcome run_protocol(MpiFabric& fabric, RankFacts facts) {
+    ProtocolConfig protocol;
+    protocol.allow_mismatch = config_.allow_mismatch;
+    protocol.quiet = config_.quiet;
+    protocol.duplicate = config_.backend == Backend::kMpi;
+    protocol.timeout = timeout_;
+    protocol.deadline = deadline_;
+    ProtocolHooks hooks;
+    hooks.probe = [this](const std::vector<ProbeTarget>& targets, bool early) {
+      const auto now = Clock::now();
+      return probe_peers(targets, std::min(deadline_, now + config_.probe_timeout), serve(),
+                         early ? now + kRefusedRetryWindow : Clock::time_point{});
+    };
+    hooks.probes_done = [this] {
+      if (listener_) listener_->close();
+    };
+    hooks.phase = [this](const char* name) { watchdog_.set_phase(name); };
+    Suspension suspension;
+    auto task = bootstrap::run_protocol(fabric, suspension, std::move(facts), protocol, hooks);
+    task.start();
+    while (!task.done()) {
+      WaitFor* wait = suspension.pending;
+      suspension.pending = nullptr;
+      const auto ready = [&] {
+        for (OpId op : wait->any) {
+          if (fabric.test(op)) return true;
         }
-        me.listen_endpoint = listener_->endpoint();
-        me.listen_errno = listener_->error();
-        me.early_probe_failures = early_probe_failures_;
-      } catch (const Error& error) {
-        problems.push_back(error.what());
-      }
+        if (wait->all.empty()) return false;
+        return std::all_of(wait->all.begin(), wait->all.end(),
+                           [&](OpId op) { return fabric.test(op); });
+      };
+      // The listener keeps answering peers' probes meanwhile.
+      poll_until(ready, wait->until, serve());
+      wait->handle.resume();
     }
-    for (const auto& problem : problems) me.problem += (me.problem.empty() ? "" : "; ") + problem;
-    return me;
+    return task.result();
   }
 
-  // Arrival and the first exchange in one: every rank sends its record to rank 0, which counts
-  // them one by one so that a timeout can name the ranks that never came, then broadcasts all
-  // of them. (Open MPI's MPI_Iallgather is linear and would leave every rank with a TCP
-  // connection to every other, which each later progress call polls.) All of these requests
-  // complete before init() returns, so the tag never meets user traffic.
-  void exchange_records() {
-    constexpr const char* kStep = "waiting for all ranks to start the bootstrap";
-    watchdog_.set_phase("waiting for all ranks to arrive");
-    require_one_message(kRecordBytes, size_, kStep);
-    const std::vector<char> mine = encode_record(build_record());
-    std::vector<char> all(kRecordBytes * static_cast<std::size_t>(size_), '\0');
-    std::vector<MPI_Request> requests;
-    if (rank_ == 0) {
-      std::memcpy(all.data(), mine.data(), kRecordBytes);
-      for (int r = 1; r < size_; ++r) {
-        requests.emplace_back();
-        MPI_Irecv(all.data() + kRecordBytes * static_cast<std::size_t>(r),
-                  static_cast<int>(kRecordBytes), MPI_CHAR, r, kArrivalTag, boot_,
-                  &requests.back());
-      }
-    } else {
-      requests.emplace_back();
-      MPI_Isend(mine.data(), static_cast<int>(kRecordBytes), MPI_CHAR, 0, kArrivalTag, boot_,
-                &requests.back());
-    }
-    constexpr const char* kRankZeroNames = " (rank 0 names the ranks that are missing)";
-    // A record is JSON, so a received one never starts with the zero byte it was cleared to.
-    wait_or_abort(requests, kStep, [&]() -> std::string {
-      if (rank_ != 0) return kRankZeroNames;
-      std::vector<int> missing;
-      for (int r = 1; r < size_; ++r) {
-        if (all[kRecordBytes * static_cast<std::size_t>(r)] == '\0') missing.push_back(r);
-      }
-      return missing.empty()
-                 ? std::string(" (every record came, but not every receive finished)")
-                 : (missing.size() == 1 ? "; rank " : "; ranks ") + format_rank_set(missing) +
-                       " never arrived (died, or stuck before dtrain's bootstrap)";
-    });
-    if (size_ > 1) {
-      MPI_Request broadcast;
-      MPI_Ibcast(all.data(), static_cast<int>(all.size()), MPI_CHAR, 0, boot_, &broadcast);
-      wait_or_abort({&broadcast, 1}, kStep,
-                    [&]() -> std::string { return rank_ == 0 ? "" : kRankZeroNames; });
-    }
-    std::vector<std::string> unreadable;
-    for (int r = 0; r < size_; ++r) {
-      try {
-        records_.push_back(decode_record(all.data() + kRecordBytes * static_cast<std::size_t>(r),
-                                         kRecordBytes, r));
-      } catch (const Error& error) {
-        unreadable.push_back(error.what());
-      }
-    }
-    if (!unreadable.empty()) {
-      fail_together(ErrorKind::kMismatch, "bootstrap records disagree:" + join_lines(unreadable),
-                    unreadable.front());
-    }
+  std::function<void()> serve() {
+    return [this] {
+      if (listener_) listener_->serve();
+    };
   }
 
-  void check_agreement() {
-    std::vector<std::string> problems;
-    for (const auto& record : records_) {
-      if (!record.problem.empty()) {
-        problems.push_back(describe_self(record.mpi.rank, record.hostname) + ": " + record.problem);
-      }
-    }
-    if (problems.empty()) {
-      for (auto& problem : check_env_agreement(records_)) problems.push_back(std::move(problem));
-    }
-    const bool all_have_env = std::all_of(records_.begin(), records_.end(),
-                                          [](const RankRecord& r) { return r.env.present; });
-    std::string own_difference;
-    if (all_have_env) {
-      own_difference = compare_endpoint_list_with_rank0();
-      // Rank 0 carries every rank's first difference: a launcher that ends the job at the
-      // first non-zero exit could otherwise kill a rank before it says what differs.
-      for (auto& difference : gather_differences(own_difference)) {
-        problems.push_back(std::move(difference));
-      }
-    }
-    if (!problems.empty()) {
-      fail_together(ErrorKind::kMismatch, "bootstrap checks failed:" + join_lines(problems),
-                    own_difference.empty() ? "bootstrap checks failed (rank 0 prints the details)"
-                                           : own_difference);
-    }
-    if (!env_.present && rank_ == 0 && !config_.quiet) {
-      std::fprintf(stderr,
-                   "dtrain: note: no DTRAIN_* variables (not launched with srun "
-                   "--distributed-train); skipping the environment check; the preflight uses "
-                   "endpoints derived from MPI (host name address, ephemeral port)\n");
-    }
-    std::vector<Fingerprint> fingerprints;
-    for (const auto& record : records_) fingerprints.push_back(record.fingerprint);
-    const std::string table = fingerprint_mismatch_table(fingerprints);
-    if (table.empty()) return;
-    if (config_.allow_mismatch) {
-      if (rank_ == 0) {
-        std::fprintf(stderr,
-                     "dtrain: warning: the ranks differ (continuing because of "
-                     "--allow-mismatch):\n%s",
-                     table.c_str());
-      }
-      return;
-    }
-    fail_together(ErrorKind::kMismatch,
-                  "the ranks do not run the same software (pass --allow-mismatch to continue "
-                  "anyway):\n" +
-                      table,
-                  "the ranks do not run the same software (rank 0 prints the table)");
-  }
-
-  // When the list hashes differ, rank 0 sends its list; each differing rank finds the first
-  // differing entry and returns its message ("" on ranks that agree).
-  std::string compare_endpoint_list_with_rank0() {
-    std::vector<int> differing;
-    for (const auto& record : records_) {
-      if (record.endpoints_hash != records_.front().endpoints_hash)
-        differing.push_back(record.mpi.rank);
-    }
-    if (differing.empty()) return {};
-    watchdog_.set_phase("comparing endpoint lists");
-    unsigned long long length = rank_ == 0 ? env_.endpoints.size() : 0;
-    MPI_Request request;
-    MPI_Ibcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, boot_, &request);
-    wait_or_abort({&request, 1}, "comparing endpoint lists");
-    std::string reference = rank_ == 0 ? env_.endpoints : std::string(length, '\0');
-    MPI_Ibcast(reference.data(), static_cast<int>(length), MPI_CHAR, 0, boot_, &request);
-    wait_or_abort({&request, 1}, "comparing endpoint lists");
-    const auto difference = first_difference(reference, env_.endpoints);
-    if (!difference) return {};
-    const std::string message =
-        "the endpoint list (" + env_.endpoints_source + ") differs from rank 0's at entry " +
-        std::to_string(difference->index) + ": rank 0 has '" + difference->left + "', rank " +
-        std::to_string(rank_) + " has '" + difference->right + "'";
-    return message;
-  }
-
-  // Every rank's non-empty message, on rank 0 (empty elsewhere). Only runs when the
-  // endpoint lists differ, which every rank knows from the gathered hashes.
-  std::vector<std::string> gather_differences(const std::string& mine) {
-    const bool any = std::any_of(records_.begin(), records_.end(), [&](const RankRecord& r) {
-      return r.endpoints_hash != records_.front().endpoints_hash;
-    });
-    if (!any) return {};
-    watchdog_.set_phase("gathering endpoint list differences");
-    int length = static_cast<int>(mine.size());
-    std::vector<int> lengths(rank_ == 0 ? records_.size() : 0);
-    MPI_Request request;
-    MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, boot_, &request);
-    wait_or_abort({&request, 1}, "gathering endpoint list differences");
-    std::vector<int> offsets(lengths.size(), 0);
-    for (std::size_t i = 1; i < lengths.size(); ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
-    std::string all(lengths.empty() ? 0 : static_cast<std::size_t>(offsets.back() + lengths.back()),
-                    '\0');
-    MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                 MPI_CHAR, 0, boot_, &request);
-    wait_or_abort({&request, 1}, "gathering endpoint list differences");
-    std::vector<std::string> messages;
-    for (std::size_t i = 0; i < lengths.size(); ++i) {
-      if (lengths[i] > 0) {
-        messages.push_back(
-            describe_self(static_cast<int>(i), records_[i].hostname) + ": " +
-            all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
-      }
-    }
-    return messages;
-  }
-
-  void run_preflight() {
-    watchdog_.set_phase("connectivity preflight");
-    auto by_source = early_preflight_outcomes(records_);
-    if (by_source) {
-      // Every rank sent its record after its probes, and the records are all here: nobody
-      // probes this listener any more.
-      listener_->close();
-    } else {
-      std::vector<std::string> endpoints;
-      for (const auto& record : records_) endpoints.push_back(record.listen_endpoint);
-      const auto probe_deadline = std::min(deadline_, Clock::now() + config_.probe_timeout);
-      by_source = run_connectivity_preflight(boot_, endpoints, *listener_, probe_deadline,
-                                             deadline_waiter());
-    }
-    const auto failures = describe_preflight(records_, *by_source);
-    if (failures.empty()) return;
-    std::string own;
-    const std::string me = "rank " + std::to_string(rank_) + " ";
-    for (const auto& failure : failures) {
-      if (failure.starts_with(me)) own += (own.empty() ? "" : "; ") + failure;
-    }
-    fail_together(ErrorKind::kResource, "connectivity preflight failed:" + join_lines(failures),
-                  own.empty() ? "connectivity preflight failed (rank 0 prints the details)"
-                              : "connectivity preflight failed: " + own);
-  }
-
-  std::unique_ptr<Communicator> make_communicator() {
+  std::unique_ptr<Communicator> make_communicator(int local_rank) {
     if (config_.backend == Backend::kMpi) {
       watchdog_.set_phase("creating the MPI communicator");
-      return make_mpi_communicator(boot_);
+      return make_mpi_communicator(MPI_COMM_WORLD);
     }
     watchdog_.set_phase("creating the NCCL communicator");
     NcclSetup setup;
-    setup.comm = boot_;
+    setup.comm = MPI_COMM_WORLD;
     setup.rank = rank_;
     setup.size = size_;
     const bool bound = env_.present && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
-    setup.device = choose_device(placement_.local_rank, visible_device_count(), bound);
-    setup.wait = deadline_waiter();
+    setup.device = choose_device(local_rank, visible_device_count(), bound);
+    setup.wait = [this](const std::function<bool()>& done, const std::string& step,
+                        const std::function<void()>& before_abort) {
+      const auto limit = rank_ == 0 ? deadline_ : deadline_ + kFollowerGrace;
+      if (poll_until(done, limit)) return;
+      if (before_abort) before_abort();
+      abort_job(who_, "timed out after " +
+                          std::to_string(
+                              std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+                          " s " + step +
+                          "; raise the limit with DTRAIN_BOOTSTRAP_TIMEOUT=<seconds> or "
+                          "--timeout if the job is just slow");
+    };
     return make_nccl_communicator(setup);
   }
 
   // Gives MPI_COMM_WORLD back with the error handler it had.
-  void release_boot_comm() {
-    if (boot_ == MPI_COMM_NULL) return;
-    MPI_Comm_set_errhandler(boot_, saved_errhandler_);
+  void release_world() {
+    if (saved_errhandler_ == MPI_ERRHANDLER_NULL) return;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, saved_errhandler_);
     MPI_Errhandler_free(&saved_errhandler_);
-    boot_ = MPI_COMM_NULL;
+    saved_errhandler_ = MPI_ERRHANDLER_NULL;
   }
 
-  // Every rank reaches the same verdict from the same gathered data, so all of them finalise
-  // MPI and throw; rank 0 carries the full report.
-  [[noreturn]] void fail_together(ErrorKind kind, const std::string& full,
-                                  const std::string& summary) {
+  // Every rank reached the same verdict from the same agreement, so all of them finalise MPI
+  // and throw; rank 0 carries the full report.
+  [[noreturn]] void fail_together(const Outcome& outcome) {
     listener_.reset();
     // Rank 0 prints the report before MPI_Finalize, which no rank leaves before all entered
     // it: a launcher that ends the job at the first non-zero exit cannot lose the report.
     if (rank_ == 0) {
-      std::fprintf(stderr, "dtrain: %s: %s\n", who_.c_str(), full.c_str());
+      std::fprintf(stderr, "dtrain: %s: %s\n", who_.c_str(), outcome.report.c_str());
       std::fflush(stderr);
     }
-    release_boot_comm();
+    release_world();
     watchdog_.set_phase("MPI_Finalize after a failed bootstrap");
     MPI_Finalize();
-    throw Error(kind, who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : summary));
+    throw Error(outcome.error,
+                who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : outcome.summary));
   }
 
   BootstrapConfig config_;
   bool keeps_freed_memory_;
+  bool tick_set_;
   Clock::time_point started_;
   std::chrono::milliseconds timeout_;
   Clock::time_point deadline_;
   std::string host_;
   Watchdog watchdog_;
   std::string who_;
-  MPI_Comm boot_ = MPI_COMM_NULL;
   MPI_Errhandler saved_errhandler_ = MPI_ERRHANDLER_NULL;
-  std::future<Fingerprint> fingerprint_;
+  std::future<Background> background_;
   int rank_ = -1;
   int size_ = 0;
-  MpiPlacement placement_;
   DtrainEnv env_;
   std::optional<std::string> env_error_;
+  std::shared_ptr<const std::string> list_text_;
+  std::unique_ptr<TextEndpointList> list_view_;
   std::unique_ptr<Listener> listener_;
-  std::vector<Endpoint> plugin_endpoints_;  // parsed before MPI_Init; empty if unusable
-  std::optional<std::vector<ProbeOutcome>> early_probe_failures_;
-  std::vector<RankRecord> records_;
+  std::optional<std::string> listener_problem_;
   BootstrapTimings timings_;
 };
 
@@ -671,12 +479,13 @@ std::string describe_self(int rank, const std::string& host) {
 std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config) {
   const auto started = Clock::now();
   const auto timeout = resolve_timeout(config.timeout, process_env);
-  prompt_open_mpi_event_loop();
+  // Before MPI_Init_thread, which reads it, and before any thread starts (setenv).
+  const bool tick_set = set_event_tick_for_bootstrap();
   // Before MPI_Init_thread, so that MPI's own buffers follow the same policy from the start.
   const bool keeps_freed_memory =
       resolve_keep_freed_memory(config.keep_freed_memory, process_env) &&
       keep_freed_memory_in_heap();
-  Bootstrapper bootstrapper(config, started, timeout, keeps_freed_memory);
+  Bootstrapper bootstrapper(config, started, timeout, keeps_freed_memory, tick_set);
   return bootstrapper.run(argc, argv);
 }
 

@@ -1,14 +1,16 @@
 #pragma once
 // One call that turns a freshly started task into a ready communicator:
-//   MPI_Init_thread -> the plugin's DTRAIN_* variables checked against MPI -> fingerprint check
-//   -> TCP connectivity preflight on the endpoints -> communicator (MPI, or NCCL on GPUs).
-// Every agreement step is a non-blocking MPI call polled against one deadline, so a rank that
-// never arrives or dies makes every other rank fail with a message instead of hanging.
+//   MPI_Init_thread -> TCP connectivity preflight to O(log n) peers -> one all-reduce that says
+//   whether every rank agrees (the plugin's DTRAIN_* variables against MPI, fingerprint,
+//   endpoint list, preflight) -> communicator (MPI, or NCCL on GPUs). Only when some rank
+//   disagrees do the ranks that differ send what differs to rank 0 (agreement.hpp).
+// Every step is a non-blocking MPI call polled against one deadline, so a rank that never
+// arrives or dies makes every other rank fail with a message instead of hanging.
 //
 // Without the plugin (plain mpirun/srun: no DTRAIN_* variables), rank 0 says so once, the
 // environment check is skipped, and the preflight uses endpoints derived from MPI: each rank
-// listens on its host name's IPv4 address with an ephemeral port, and the endpoints travel
-// in the first exchange. The fingerprint and preflight checks still run.
+// listens on its host name's IPv4 address with an ephemeral port, and the endpoints go to
+// each rank's preflight peers. The fingerprint and preflight checks still run.
 
 #include <chrono>
 #include <memory>
@@ -42,10 +44,10 @@ struct BootstrapConfig {
 
 struct BootstrapTimings {  // seconds, this rank; total is the sum of the phases
   double mpi_init = 0;
-  double arrival = 0;    // this rank's record to rank 0, every record back (all ranks arrived)
-  double placement = 0;  // which ranks share a node (MPI_Comm_split_type only without PMIx)
-  double verdict = 0;    // the checks on the records, the endpoint list compared with rank 0's
-  double preflight = 0;
+  double arrival = 0;  // the agreement: every rank arrived and every check agreed (one all-reduce)
+  double placement = 0;  // MPI_Comm_split_type and a second agreement, only without PMIx's nodes
+  double verdict = 0;    // finding which ranks disagree and how (0 when all agree)
+  double preflight = 0;  // this rank's probes of its peers
   double communicator = 0;
   double total = 0;
 };

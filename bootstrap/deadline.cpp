@@ -77,6 +77,17 @@ void Watchdog::set_early_check(Clock::time_point at, const char* phase,
   wake_.notify_all();
 }
 
+void Watchdog::clear_early_check() {
+  std::function<std::string()> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    dropped = std::move(early_check_);
+    early_check_ = nullptr;
+    ++changes_;
+  }
+  wake_.notify_all();
+}
+
 void Watchdog::stop() {
   {
     std::lock_guard lock(mutex_);

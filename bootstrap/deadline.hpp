@@ -61,6 +61,8 @@ class Watchdog {
   // the text it returns replaces the generic guess in the message should the deadline pass.
   // For what only another thread can find out while the main one is blocked in that phase.
   void set_early_check(Clock::time_point at, const char* phase, std::function<std::string()> check);
+  // Forgets the early check (and what it holds) unless it is running.
+  void clear_early_check();
   void stop();
 
  private:

@@ -2,7 +2,9 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -10,7 +12,7 @@
 namespace dtrain::bootstrap {
 
 Endpoint parse_endpoint(std::string_view text, std::string_view what) {
-  core::require_length(text, what, 512);
+  core::require_length(text, what, kMaxEndpointBytes);
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
     throw_invalid(std::string(what) + ": expected addr:port, got " + core::quote_for_error(text));
@@ -32,7 +34,6 @@ Endpoint parse_endpoint(std::string_view text, std::string_view what) {
 }
 
 std::vector<Endpoint> parse_endpoint_list(std::string_view text, std::string_view what) {
-  core::require_length(text, what);
   if (text.empty()) throw_invalid(std::string(what) + " is empty");
   std::vector<Endpoint> endpoints;
   std::size_t index = 0;
@@ -72,6 +73,66 @@ std::optional<EntryDifference> first_difference(std::string_view left, std::stri
                            has_right ? std::string(right_items[i]) : "(missing)"};
   }
   return std::nullopt;  // unreachable: unequal texts differ in some entry
+}
+
+ListScan scan_endpoint_list(std::string_view text, const std::vector<std::size_t>& wanted) {
+  ListScan scan;
+  scan.hash = hash_text(text);
+  std::vector<std::size_t> sorted = wanted;
+  std::sort(sorted.begin(), sorted.end());
+  auto next = sorted.begin();
+  std::size_t start = 0;
+  while (true) {
+    const void* comma =
+        start < text.size() ? std::memchr(text.data() + start, ',', text.size() - start) : nullptr;
+    const std::size_t end =
+        comma ? static_cast<std::size_t>(static_cast<const char*>(comma) - text.data())
+              : text.size();
+    while (next != sorted.end() && *next < scan.count) ++next;
+    if (next != sorted.end() && *next == scan.count) {
+      scan.entries.emplace(scan.count, std::string(text.substr(start, end - start)));
+    }
+    ++scan.count;
+    if (!comma) break;
+    start = end + 1;
+  }
+  return scan;
+}
+
+std::size_t TextEndpointList::count() const {
+  if (count_ == 0)
+    count_ = static_cast<std::size_t>(std::count(text_.begin(), text_.end(), ',')) + 1;
+  return count_;
+}
+
+void TextEndpointList::visit(
+    std::size_t low, std::size_t high,
+    const std::function<void(std::size_t, std::string_view)>& visit) const {
+  // From the start each time: the search asks a few ranges, and an index of every entry would
+  // be O(n) memory.
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < high; ++i) {
+    const auto comma = text_.find(',', start);
+    const std::size_t end = comma == std::string_view::npos ? text_.size() : comma;
+    if (i >= low) visit(i, text_.substr(start, end - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+}
+
+std::uint64_t entry_range_hash(const EndpointList& list, std::size_t low, std::size_t high) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::uint64_t present = 0;
+  list.visit(low, high, [&](std::size_t, std::string_view entry) {
+    XXH3_64bits_update(state, entry.data(), entry.size());
+    XXH3_64bits_update(state, ",", 1);
+    ++present;
+  });
+  XXH3_64bits_update(state, &present, sizeof present);
+  const auto hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
 }
 
 }  // namespace dtrain::bootstrap

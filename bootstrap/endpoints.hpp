@@ -2,7 +2,10 @@
 // Endpoint lists as the plugin exports them: "addr:port,addr:port,..." ordered by global rank.
 // Pure: text in, plain data out.
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,8 +19,12 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
-// Accepts "host:port" and "[v6addr]:port". `what` names the input in errors.
+// Accepts "host:port" and "[v6addr]:port" of at most kMaxEndpointBytes. `what` names the input
+// in errors.
+inline constexpr std::size_t kMaxEndpointBytes = 512;
 Endpoint parse_endpoint(std::string_view text, std::string_view what);
+// Every entry parsed. No limit on the list's length: a 100,000-rank step's list is several
+// megabytes; each entry is bounded by parse_endpoint.
 std::vector<Endpoint> parse_endpoint_list(std::string_view text, std::string_view what);
 std::string to_string(const Endpoint& endpoint);
 
@@ -33,5 +40,43 @@ struct EntryDifference {
 
 // First differing entry of two comma-separated lists; nullopt when they are equal.
 std::optional<EntryDifference> first_difference(std::string_view left, std::string_view right);
+
+// What a rank needs from the list without keeping it: one pass over the text for the entry
+// count and the entries at `wanted` (its own and its preflight peers'), and the XXH3 hash.
+struct ListScan {
+  std::size_t count = 0;  // entries, as split at commas
+  std::uint64_t hash = 0;
+  std::map<std::size_t, std::string> entries;  // the wanted entries that exist
+};
+ListScan scan_endpoint_list(std::string_view text, const std::vector<std::size_t>& wanted);
+
+// A list of entries read in index ranges, for the search of the first entry where two ranks'
+// lists differ (agreement.cpp): the bootstrap's lists are text, the simulation's generated.
+class EndpointList {
+ public:
+  virtual ~EndpointList() = default;
+  virtual std::size_t count() const = 0;
+  // Calls `visit` for entries [low, high) that exist, in order.
+  virtual void visit(std::size_t low, std::size_t high,
+                     const std::function<void(std::size_t, std::string_view)>& visit) const = 0;
+};
+
+// Over comma-separated text, which must outlive it. Keeps nothing per entry: each visit reads
+// the text from its start.
+class TextEndpointList final : public EndpointList {
+ public:
+  explicit TextEndpointList(std::string_view text) : text_(text) {}
+  std::size_t count() const override;
+  void visit(std::size_t low, std::size_t high,
+             const std::function<void(std::size_t, std::string_view)>& visit) const override;
+
+ private:
+  std::string_view text_;
+  mutable std::size_t count_ = 0;
+};
+
+// XXH3 of entries [low, high) of `list` and of how many of them exist: equal for two lists
+// exactly when those entries are equal (up to hash collisions).
+std::uint64_t entry_range_hash(const EndpointList& list, std::size_t low, std::size_t high);
 
 }  // namespace dtrain::bootstrap

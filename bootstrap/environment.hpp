@@ -54,10 +54,13 @@ const std::vector<std::string>& task_identity_variables();
 // "" when all agree.
 std::string disagreement_after_dtrain(const TaskVariables& variables);
 
-// Checks that need no other rank: the list has world_size entries and entry `rank` is the
-// current endpoint. Returns one
-// message per problem.
+struct ListScan;  // endpoints.hpp
+
+// Checks that need no other rank: the list's hash is DTRAIN_ENDPOINTS_HASH (when set), it has
+// world_size entries and entry `rank` is the current endpoint. One message per problem. The
+// second form takes the list's scan (scan_endpoint_list, with entry `rank` among the wanted).
 std::vector<std::string> check_env_locally(const DtrainEnv& env);
+std::vector<std::string> check_env_locally(const DtrainEnv& env, const ListScan& scan);
 
 // Default 60 s; DTRAIN_BOOTSTRAP_TIMEOUT (seconds) overrides it; an explicit config value
 // overrides both.
@@ -65,8 +68,8 @@ inline constexpr std::chrono::milliseconds kDefaultBootstrapTimeout{60'000};
 std::chrono::milliseconds resolve_timeout(std::optional<std::chrono::milliseconds> configured,
                                           const EnvLookup& lookup);
 
-// Where MPI puts this rank: world rank/size and its place among the ranks that share its node
-// (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)); node_leader is the lowest world rank there.
+// Where MPI puts this rank: world rank/size and its place among the ranks that share its node;
+// node_leader is the lowest world rank there.
 struct MpiPlacement {
   int rank = -1;
   int size = -1;
@@ -81,41 +84,13 @@ struct ProbeOutcome {
   int error = 0;  // 0: connected; else an errno value
 };
 
-// Everything a rank tells the others in the first exchange.
+// What the preflight's messages say about a rank (preflight_report.hpp).
 struct RankRecord {
   MpiPlacement mpi;
   std::string hostname;
-  // The node as the launcher's PMIx server names it (PMIX_HOSTNAME, which Slurm's and
-  // Open MPI's servers set); "" when unset. Open MPI groups ranks into nodes by the same source.
-  std::string launcher_node;
-  DtrainEnv env;  // without the list text: endpoints_hash stands for it
-  std::uint64_t endpoints_hash = 0;
   std::string listen_endpoint;  // where this rank listens for the preflight
   int listen_errno = 0;         // 0: listening
-  // The failed probes of this rank's preflight when it probed before the exchange (every other
-  // peer of preflight_peers connected); nullopt when it probes after the exchange instead.
-  std::optional<std::vector<ProbeOutcome>> early_probe_failures;
-  Fingerprint fingerprint;
-  std::string problem;  // what this rank found wrong on its own (bad variable, ...); "" if none
 };
-
-// Fixed-size encoding for MPI_Iallgather; strings are shortened to fit.
-inline constexpr std::size_t kRecordBytes = 1536;
-std::vector<char> encode_record(const RankRecord& record);
-// Throws dtrain::Error(kMismatch) naming `from_rank` when the bytes are not a record of this
-// dtrain version (e.g. another program was started for that rank).
-RankRecord decode_record(const char* data, std::size_t size, int from_rank);
-
-// Each rank's placement from the gathered records' launcher_node (ranks of one node numbered in
-// rank order, the node's lowest rank its leader), without a collective. Empty when some record
-// has no launcher_node: then MPI_Comm_split_type must say.
-std::optional<std::vector<MpiPlacement>> placement_from_launcher_nodes(
-    const std::vector<RankRecord>& records);
-
-// Compares the plugin's view with MPI's across all ranks. One message per problem, naming
-// the rank, the variable and both values. Empty when everything agrees or no rank has the
-// variables.
-std::vector<std::string> check_env_agreement(const std::vector<RankRecord>& records);
 
 }  // namespace dtrain::bootstrap
 

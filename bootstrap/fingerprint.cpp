@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace dtrain::bootstrap {
 
@@ -41,23 +42,36 @@ std::string pad(std::string text, std::size_t width) {
 }  // namespace
 
 std::string fingerprint_mismatch_table(const std::vector<Fingerprint>& by_rank) {
+  std::vector<std::pair<Fingerprint, RankSet>> groups;
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+    groups.push_back({by_rank[rank], RankSet::of({static_cast<int>(rank)})});
+  }
+  return fingerprint_mismatch_table(groups);
+}
+
+std::string fingerprint_mismatch_table(const std::vector<std::pair<Fingerprint, RankSet>>& groups) {
   struct Row {
     std::string label, value, ranks;
   };
   std::vector<Row> rows;
   for (const auto& field : fingerprint_fields()) {
-    // Values in order of first appearance, so rank 0's value comes first.
-    std::vector<std::string> order;
-    std::map<std::string, std::vector<int>> holders;
-    for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
-      const std::string& value = by_rank[rank].*field.member;
-      auto [it, inserted] = holders.try_emplace(value);
-      if (inserted) order.push_back(value);
-      it->second.push_back(static_cast<int>(rank));
+    // Values in order of their lowest rank, so rank 0's value comes first.
+    std::map<std::string, RankSet> holders;
+    for (const auto& [fingerprint, ranks] : groups) {
+      if (ranks.empty()) continue;
+      auto& set = holders[fingerprint.*field.member];
+      if (ranks.intervals().size() == 1 && ranks.count() == 1) {
+        set.insert(ranks.first());
+      } else {
+        set = set.united(ranks);
+      }
     }
-    if (order.size() < 2) continue;
+    if (holders.size() < 2) continue;
+    std::vector<std::pair<std::string, RankSet>> order(holders.begin(), holders.end());
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.second.first() < b.second.first(); });
     for (std::size_t i = 0; i < order.size(); ++i) {
-      rows.push_back({i == 0 ? field.label : "", order[i], format_rank_set(holders[order[i]])});
+      rows.push_back({i == 0 ? field.label : "", order[i].first, order[i].second.format()});
     }
   }
   if (rows.empty()) return {};

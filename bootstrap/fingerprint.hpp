@@ -4,7 +4,10 @@
 // collection lives in fingerprint_probe.cpp.
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "bootstrap/rank_set.hpp"
 
 namespace dtrain::bootstrap {
 
@@ -33,5 +36,8 @@ std::string format_rank_set(const std::vector<int>& ranks);
 //   executable hash  3f2a9c0d11e4b7a5  0-2,4-7
 //                    91c0e2ab7730f1d2  3
 std::string fingerprint_mismatch_table(const std::vector<Fingerprint>& by_rank);
+// The same table from groups of ranks that each hold one fingerprint (a group of every rank but
+// a few costs as much as the few).
+std::string fingerprint_mismatch_table(const std::vector<std::pair<Fingerprint, RankSet>>& groups);
 
 }  // namespace dtrain::bootstrap

@@ -159,8 +159,9 @@ class MpiRequest final : public Request {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm parent) {
-    check_mpi(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+  struct Adopt {};
+  explicit MpiCommunicator(MPI_Comm parent) : MpiCommunicator(Adopt{}, duplicate(parent)) {}
+  MpiCommunicator(Adopt, MPI_Comm owned) : comm_(owned) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -180,6 +181,12 @@ class MpiCommunicator final : public Communicator {
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  static MPI_Comm duplicate(MPI_Comm parent) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(parent, &comm), "MPI_Comm_dup");
+    return comm;
+  }
 
   Backend backend() const override { return Backend::kMpi; }
   int rank() const override { return rank_; }
@@ -311,6 +318,10 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm parent) {
   return std::make_unique<MpiCommunicator>(parent);
+}
+
+std::unique_ptr<Communicator> adopt_mpi_communicator(MPI_Comm owned) {
+  return std::make_unique<MpiCommunicator>(MpiCommunicator::Adopt{}, owned);
 }
 
 }  // namespace dtrain::bootstrap

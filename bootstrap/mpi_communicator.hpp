@@ -20,5 +20,7 @@ void check_mpi(int rc, const std::string& call);
 
 // Duplicates `parent`; the communicator owns the duplicate.
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm parent);
+// Takes `owned`, a communicator made for it (the bootstrap's MPI_Comm_idup), and frees it.
+std::unique_ptr<Communicator> adopt_mpi_communicator(MPI_Comm owned);
 
 }  // namespace dtrain::bootstrap

@@ -44,11 +44,6 @@ class Listener {
 // For runs without the plugin: this host's name resolved to an IPv4 address, port 0.
 Endpoint derived_endpoint();
 
-struct ProbeTarget {
-  int rank;
-  std::string endpoint;
-};
-
 // Connects to every target at once; each outcome is 0, an errno or ETIMEDOUT at `deadline`.
 // `between` runs every polling round (the preflight keeps its own listener answering there).
 // Until `retry_refused_until` a refused connect is tried again (for probes that may reach a

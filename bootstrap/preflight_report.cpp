@@ -76,23 +76,6 @@ std::string describe_absent_ranks(const std::vector<std::string>& endpoints,
          " not answer on the plugin's endpoint: died, or never reached dtrain's bootstrap";
 }
 
-std::optional<std::vector<std::vector<ProbeOutcome>>> early_preflight_outcomes(
-    const std::vector<RankRecord>& records) {
-  const int size = static_cast<int>(records.size());
-  std::vector<std::vector<ProbeOutcome>> by_source;
-  for (int source = 0; source < size; ++source) {
-    const auto& failures = records[static_cast<std::size_t>(source)].early_probe_failures;
-    if (!failures) return std::nullopt;
-    auto& outcomes = by_source.emplace_back();
-    for (int peer : preflight_peers(source, size)) {
-      const auto failed = std::find_if(failures->begin(), failures->end(),
-                                       [peer](const ProbeOutcome& o) { return o.target == peer; });
-      outcomes.push_back({peer, failed == failures->end() ? 0 : failed->error});
-    }
-  }
-  return by_source;
-}
-
 std::vector<std::string> describe_preflight(
     const std::vector<RankRecord>& records,
     const std::vector<std::vector<ProbeOutcome>>& outcomes) {

@@ -10,6 +10,12 @@
 
 namespace dtrain::bootstrap {
 
+// A peer to probe: its rank and its endpoint as text.
+struct ProbeTarget {
+  int rank;
+  std::string endpoint;
+};
+
 std::string describe_listen_failure(const RankRecord& rank);
 std::string describe_probe_failure(const RankRecord& source, const RankRecord& target, int error);
 // The target could not listen, yet the connect succeeded: another process answers there.
@@ -21,12 +27,6 @@ std::string describe_impostor(const RankRecord& source, const RankRecord& target
 // named with their endpoints. Empty when every probed rank answered.
 std::string describe_absent_ranks(const std::vector<std::string>& endpoints,
                                   const std::vector<ProbeOutcome>& outcomes);
-
-// Every rank's probe outcomes by source rank, rebuilt from the records when every rank probed
-// before the exchange (its peers are preflight_peers; those not among its failures connected).
-// nullopt when some rank did not: then the preflight needs its own exchange.
-std::optional<std::vector<std::vector<ProbeOutcome>>> early_preflight_outcomes(
-    const std::vector<RankRecord>& records);
 
 // Every failure, listen failures first, in rank order. Empty when the preflight passed.
 std::vector<std::string> describe_preflight(const std::vector<RankRecord>& records,

@@ -131,28 +131,47 @@ case $case_name in
     run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the mismatch was not found"
     contains "rank 1 on [^ ]+: DTRAIN_LOCAL_RANK=5 but MPI says local rank 1"
     ;;
-  launcher-node)
-    # Placement comes from the launcher's node names (PMIX_HOSTNAME) when every rank has one:
-    # the last rank claiming another node must then disagree with its DTRAIN_LOCAL_RANK.
+  placement)
+    # MPI's node for each rank comes from the launcher's PMIx server (PMIX_LOCAL_PEERS); a
+    # rank whose DTRAIN_NODE_RANK is not its node's must be named with its node's ranks.
     last=$((np - 1))
-    run_ranks --env --last "env PMIX_HOSTNAME=elsewhere $bench --bootstrap-only" \
-      "$bench" --bootstrap-only >"$out" 2>&1 && fail "the other node name went unnoticed"
-    contains "rank $last on [^ ]+: DTRAIN_LOCAL_RANK=$last but MPI says local rank 0"
-    # When one rank has none, every rank falls back to MPI_Comm_split_type, which sees one node.
-    run_ranks --env --last "env -u PMIX_HOSTNAME $bench --bootstrap-only" \
+    env_prefix+=(--corrupt "$last:DTRAIN_NODE_RANK=1")
+    run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "the other node rank went unnoticed"
+    contains "ranks 0-$last share a node according to MPI but have different DTRAIN_NODE_RANK values \(0-1\)"
+    # DTRAIN_NNODES is checked against MPI's count of nodes.
+    env_prefix=("$wrapper" --base-port "$base_port")
+    for ((r = 0; r < np; r++)); do env_prefix+=(--corrupt "$r:DTRAIN_NNODES=2"); done
+    run_ranks --env "$bench" --bootstrap-only >"$out" 2>&1 && fail "DTRAIN_NNODES=2 went unnoticed"
+    contains "DTRAIN_NNODES=2 but MPI places the ranks on 1 nodes"
+    # One rank asking MPI_Comm_split_type makes every rank ask it; the checks hold the same.
+    env_prefix=("$wrapper" --base-port "$base_port" --corrupt "1:DTRAIN_LOCAL_RANK=5")
+    run_ranks --env --last "env DTRAIN_BOOTSTRAP_PLACEMENT=split-type $bench --bootstrap-only" \
+      "$bench" --bootstrap-only >"$out" 2>&1 && fail "the split_type fallback missed the mismatch"
+    contains "rank 1 on [^ ]+: DTRAIN_LOCAL_RANK=5 but MPI says local rank 1"
+    env_prefix=("$wrapper" --base-port "$base_port")
+    run_ranks --env --last "env DTRAIN_BOOTSTRAP_PLACEMENT=split-type $bench --bootstrap-only" \
       "$bench" --bootstrap-only >"$out" 2>&1 || fail "the split_type fallback failed"
     contains "^# bootstrap time"
     ;;
   event-tick)
     # Open MPI polls for new TCP connections every mpi_event_tick_rate µs: the bootstrap sets
-    # 1000 (1 ms) unless the environment already has a value, which then stands.
+    # 1000 (1 ms) for MPI_Init unless the environment or an Open MPI parameter file sets it, and
+    # removes its variable again so that the program's child processes do not inherit it.
     run_ranks --env "$helper" --mode event-tick >"$out" 2>&1 || fail "the bootstrap failed"
-    [[ $(grep -c "mpi_event_tick_rate 1000\$" "$out") == "$np" ]] ||
-      fail "not every rank runs with mpi_event_tick_rate 1000"
+    [[ $(grep -c "mpi_event_tick_rate 1000, environment unset\$" "$out") == "$np" ]] ||
+      fail "not every rank ran MPI_Init with mpi_event_tick_rate 1000 and then unset the variable"
     OMPI_MCA_mpi_event_tick_rate=4000 run_ranks --env "$helper" --mode event-tick >"$out" 2>&1 ||
       fail "the bootstrap failed with the user's tick rate"
-    [[ $(grep -c "mpi_event_tick_rate 4000\$" "$out") == "$np" ]] ||
-      fail "the user's mpi_event_tick_rate=4000 did not stand on every rank"
+    [[ $(grep -c "mpi_event_tick_rate 4000, environment 4000\$" "$out") == "$np" ]] ||
+      fail "the user's OMPI_MCA_mpi_event_tick_rate=4000 did not stand on every rank"
+    # The user's own parameter file, $HOME/.openmpi/mca-params.conf (the site's file is still
+    # read).
+    mkdir -p "$work/home/.openmpi"
+    printf '# the user'"'"'s file\nmpi_event_tick_rate = 3000\n' >"$work/home/.openmpi/mca-params.conf"
+    HOME=$work/home run_ranks --env "$helper" --mode event-tick >"$out" 2>&1 ||
+      fail "the bootstrap failed with a parameter file"
+    [[ $(grep -c "mpi_event_tick_rate 3000, environment unset\$" "$out") == "$np" ]] ||
+      fail "the parameter file's mpi_event_tick_rate = 3000 did not stand on every rank"
     ;;
   endpoint-list)
     list=$(python3 -c "print(','.join(f'127.0.0.1:{$base_port+i}' for i in range($np)))")

@@ -1,5 +1,6 @@
 // A second program for the bootstrap tests: a different executable (so the fingerprint check
 // has something to catch) and ranks that misbehave on purpose during the bootstrap.
+#include <dlfcn.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -17,33 +19,13 @@
 
 namespace {
 
-// The value Open MPI took for mpi_event_tick_rate, through the MPI tools interface.
+// The mpi_event_tick_rate MPI_Init applied: Open MPI 4.1 keeps it in its exported variable
+// ompi_mpi_event_tick_rate (ompi/runtime/ompi_mpi_params.c), -1 when nothing set it. (MPI_T
+// cannot tell after MPI_Init: MPI_T_init_thread registers the parameter again, from the
+// environment of that moment.)
 std::string event_tick_rate() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "no MPI_T";
-  std::string value = "not found";
-  int count = 0;
-  MPI_T_cvar_get_num(&count);
-  for (int i = 0; i < count; ++i) {
-    char name[256];
-    int name_length = sizeof name, verbosity = 0, bind = 0, scope = 0;
-    MPI_Datatype type;
-    MPI_T_enum enumtype;
-    if (MPI_T_cvar_get_info(i, name, &name_length, &verbosity, &type, &enumtype, nullptr, nullptr,
-                            &bind, &scope) != MPI_SUCCESS ||
-        std::string(name) != "mpi_event_tick_rate" || type != MPI_INT) {
-      continue;
-    }
-    MPI_T_cvar_handle handle;
-    int elements = 0, rate = 0;
-    if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &elements) == MPI_SUCCESS) {
-      if (MPI_T_cvar_read(handle, &rate) == MPI_SUCCESS) value = std::to_string(rate);
-      MPI_T_cvar_handle_free(&handle);
-    }
-    break;
-  }
-  MPI_T_finalize();
-  return value;
+  const auto* rate = static_cast<const int*>(dlsym(RTLD_DEFAULT, "ompi_mpi_event_tick_rate"));
+  return rate != nullptr ? std::to_string(*rate) : "unknown (not Open MPI)";
 }
 
 }  // namespace
@@ -53,7 +35,8 @@ int main(int argc, char** argv) {
       "dtrain-bootstrap-test-helper: a rank for dtrain's bootstrap tests. probe: "
       "bootstrap and all-reduce once; stall-after-init: MPI_Init, write the pid to "
       "--pid-file, then never arrive; die-after-init: MPI_Init, then SIGKILL itself; "
-      "event-tick: bootstrap, then print Open MPI's mpi_event_tick_rate as MPI_T reads it."};
+      "event-tick: bootstrap, then print the mpi_event_tick_rate MPI_Init applied and the "
+      "variable OMPI_MCA_mpi_event_tick_rate as the program's children would inherit it."};
   std::string mode = "probe", pid_file;
   bool allow_mismatch = false;
   double timeout_s = 0;
@@ -91,8 +74,9 @@ int main(int argc, char** argv) {
   try {
     auto session = dtrain::bootstrap::init(argc, argv, config);
     if (mode == "event-tick") {
-      std::printf("dtrain-bootstrap-test-helper: rank %d mpi_event_tick_rate %s\n", session->rank(),
-                  event_tick_rate().c_str());
+      const char* inherited = std::getenv("OMPI_MCA_mpi_event_tick_rate");
+      std::printf("dtrain-bootstrap-test-helper: rank %d mpi_event_tick_rate %s, environment %s\n",
+                  session->rank(), event_tick_rate().c_str(), inherited ? inherited : "unset");
       return 0;
     }
     int value = session->rank();

@@ -55,4 +55,33 @@ TEST(Endpoints, FirstDifferenceNamesTheEntry) {
   EXPECT_EQ(shorter->right, "(missing)");
 }
 
+TEST(Endpoints, OneScanGivesCountHashAndTheWantedEntries) {
+  const std::string list = "a:1,b:2,c:3,d:4";
+  const auto scan = scan_endpoint_list(list, {3, 1, 9});
+  EXPECT_EQ(scan.count, 4u);
+  EXPECT_EQ(scan.hash, hash_text(list));
+  ASSERT_EQ(scan.entries.size(), 2u);
+  EXPECT_EQ(scan.entries.at(1), "b:2");
+  EXPECT_EQ(scan.entries.at(3), "d:4");
+  EXPECT_EQ(scan_endpoint_list("", {0}).count, 1u);  // one empty entry, as split counts it
+  EXPECT_EQ(scan_endpoint_list("a:1,", {1}).entries.at(1), "");
+}
+
+TEST(Endpoints, RangeHashesAgreeExactlyWhereTheEntriesDo) {
+  const TextEndpointList left("a:1,b:2,c:3,d:4,e:5");
+  const TextEndpointList right("a:1,b:2,x:3,d:4");
+  EXPECT_EQ(left.count(), 5u);
+  EXPECT_EQ(right.count(), 4u);
+  EXPECT_EQ(entry_range_hash(left, 0, 2), entry_range_hash(right, 0, 2));
+  EXPECT_NE(entry_range_hash(left, 2, 3), entry_range_hash(right, 2, 3));
+  EXPECT_EQ(entry_range_hash(left, 3, 4), entry_range_hash(right, 3, 4));
+  // Past the end of the shorter list the count of entries differs.
+  EXPECT_NE(entry_range_hash(left, 3, 5), entry_range_hash(right, 3, 5));
+  std::vector<std::string> seen;
+  left.visit(1, 3, [&](std::size_t i, std::string_view entry) {
+    seen.push_back(std::to_string(i) + "=" + std::string(entry));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"1=b:2", "2=c:3"}));
+}
+
 }  // namespace

@@ -194,159 +194,50 @@ TEST(Environment, DeviceChoice) {
   EXPECT_THROW(choose_device(0, 0, true), dtrain::Error);
 }
 
-// Three ranks: 0 and 1 share a node (leader 0), 2 is alone (leader 2).
-std::vector<RankRecord> agreeing_records() {
-  std::vector<RankRecord> records(3);
-  const int local_rank[] = {0, 1, 0};
-  const int local_size[] = {2, 2, 1};
-  const int leader[] = {0, 0, 2};
-  const int node[] = {0, 0, 1};
-  for (int r = 0; r < 3; ++r) {
-    auto& rec = records[static_cast<std::size_t>(r)];
-    rec.mpi = {r, 3, local_rank[r], local_size[r], leader[r]};
-    rec.hostname = r < 2 ? "node1" : "node2";
-    rec.env.present = true;
-    rec.env.rank = r;
-    rec.env.world_size = 3;
-    rec.env.local_rank = local_rank[r];
-    rec.env.local_world_size = local_size[r];
-    rec.env.node_rank = node[r];
-    rec.env.nnodes = 2;
-    rec.endpoints_hash = 42;
+// A step of 100,000 ranks on 12,500 nodes of 8: the list is about 2 MB, past the 1 MiB that
+// capped it once, and reaches the bootstrap from the plugin's memory file.
+std::string list_of_100k_ranks() {
+  std::string list;
+  for (int r = 0; r < 100000; ++r) {
+    const int node = r / 8;
+    if (r > 0) list += ',';
+    list += "10.";
+    list += std::to_string(node >> 16);
+    list += '.';
+    list += std::to_string((node >> 8) & 255);
+    list += '.';
+    list += std::to_string(node & 255);
+    list += ':';
+    list += std::to_string(29500 + r % 8);
   }
-  return records;
+  return list;
 }
 
-TEST(Agreement, NothingToReportWhenEverythingMatches) {
-  EXPECT_TRUE(check_env_agreement(agreeing_records()).empty());
-  auto records = agreeing_records();
-  for (auto& r : records) r.env = DtrainEnv{};
-  EXPECT_TRUE(check_env_agreement(records).empty());  // launched without the plugin
-}
-
-TEST(Agreement, NamesRankVariableAndBothValues) {
-  auto records = agreeing_records();
-  records[1].env.local_rank = 0;
-  records[2].env.rank = 7;
-  const auto problems = check_env_agreement(records);
-  ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0], "rank 1 on node1: DTRAIN_LOCAL_RANK=0 but MPI says local rank 1");
-  EXPECT_EQ(problems[1], "rank 2 on node2: DTRAIN_RANK=7 but MPI says 2");
-}
-
-TEST(Agreement, NodeRanksMustFollowMpisNodes) {
-  auto records = agreeing_records();
-  records[2].env.node_rank = 0;
-  records[2].env.nnodes = 1;
-  records[0].env.nnodes = 1;
-  const auto problems = check_env_agreement(records);
-  ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0],
-            "ranks 0-1 and 2 are on different nodes according to MPI but all have "
-            "DTRAIN_NODE_RANK=0");
-  EXPECT_EQ(problems[1], "DTRAIN_NNODES=1 but MPI places the ranks on 2 nodes");
-}
-
-TEST(Agreement, EndpointListHashesMustMatch) {
-  auto records = agreeing_records();
-  records[2].endpoints_hash = 43;
-  const auto problems = check_env_agreement(records);
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].find("differs from rank 0's (hash 000000000000002a) on ranks 2"),
-            std::string::npos)
-      << problems[0];
-}
-
-TEST(Agreement, MixedLaunchesAreNamed) {
-  auto records = agreeing_records();
-  records[1].env = DtrainEnv{};
-  const auto problems = check_env_agreement(records);
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].find("set on ranks 0,2 but absent on ranks 1"), std::string::npos);
-}
-
-TEST(Record, RoundTripsThroughItsFixedSizeEncoding) {
-  RankRecord record = agreeing_records()[1];
-  record.env.current_endpoint = "127.0.1.1:29501";
-  record.listen_endpoint = "127.0.1.1:29501";
-  record.listen_errno = 98;
-  record.endpoints_hash = 0xfedcba9876543210ull;
-  record.fingerprint = {"00ff", "0.1.0", "Open MPI v4.1.4", "none", "none", "none", "none"};
-  record.problem = "something";
-  record.early_probe_failures = std::vector<ProbeOutcome>{{3, 111}, {5, 110}};
-  const auto bytes = encode_record(record);
-  ASSERT_EQ(bytes.size(), kRecordBytes);
-  const auto back = decode_record(bytes.data(), bytes.size(), 1);
-  EXPECT_EQ(back.mpi.local_rank, 1);
-  EXPECT_EQ(back.mpi.node_leader, 0);
-  EXPECT_EQ(back.hostname, "node1");
-  EXPECT_EQ(back.env.node_rank, 0);
-  EXPECT_EQ(back.endpoints_hash, 0xfedcba9876543210ull);
-  EXPECT_EQ(back.listen_errno, 98);
-  EXPECT_EQ(back.fingerprint.mpi_library, "Open MPI v4.1.4");
-  EXPECT_EQ(back.problem, "something");
-  ASSERT_TRUE(back.early_probe_failures.has_value());
-  ASSERT_EQ(back.early_probe_failures->size(), 2u);
-  EXPECT_EQ((*back.early_probe_failures)[1].target, 5);
-  EXPECT_EQ((*back.early_probe_failures)[1].error, 110);
-  record.early_probe_failures.reset();
-  EXPECT_FALSE(decode_record(encode_record(record).data(), kRecordBytes, 1)
-                   .early_probe_failures.has_value());
-}
-
-TEST(Record, LongStringsAreShortenedToFit) {
-  RankRecord record = agreeing_records()[0];
-  record.hostname = std::string(5000, 'h');
-  record.fingerprint.gpu_model = std::string(5000, 'g');
-  record.problem = std::string(5000, 'p');
-  EXPECT_EQ(encode_record(record).size(), kRecordBytes);
-}
-
-TEST(Record, ForeignBytesNameTheSendingRank) {
-  const std::vector<char> junk(kRecordBytes, 'x');
-  try {
-    decode_record(junk.data(), junk.size(), 5);
-    FAIL();
-  } catch (const dtrain::Error& error) {
-    EXPECT_EQ(error.kind(), dtrain::ErrorKind::kMismatch);
-    EXPECT_NE(std::string(error.what()).find("rank 5"), std::string::npos);
-  }
+TEST(Environment, AHundredThousandRankListGoesThrough) {
+  const std::string list = list_of_100k_ranks();
+  ASSERT_GT(list.size(), std::size_t{1} << 20);
+  Vars vars = {{"DTRAIN_RANK", "77777"},
+               {"DTRAIN_WORLD_SIZE", "100000"},
+               {"DTRAIN_LOCAL_RANK", "1"},
+               {"DTRAIN_LOCAL_WORLD_SIZE", "8"},
+               {"DTRAIN_NODE_RANK", "9722"},
+               {"DTRAIN_NNODES", "12500"},
+               {"DTRAIN_CURRENT_ENDPOINT", "10.0.37.250:29501"},
+               {"DTRAIN_ENDPOINTS_FILE", "/run/dtrain/endpoints"}};
+  vars["DTRAIN_ENDPOINTS_HASH"] = hex64(hash_text(list));
+  const FileReader reader = [&](const std::string&) { return list + "\n"; };
+  const auto env = read_dtrain_env(lookup_in(vars), reader);
+  EXPECT_TRUE(check_env_locally(env).empty()) << check_env_locally(env).front();
+  // What the bootstrap keeps of it: the count, the hash and its own and its peers' entries.
+  const auto scan = scan_endpoint_list(env.endpoints, {77777, 77776, 77778, 11249, 0});
+  EXPECT_EQ(scan.count, 100000u);
+  EXPECT_EQ(scan.hash, hash_text(list));
+  EXPECT_EQ(scan.entries.size(), 5u);
+  EXPECT_EQ(scan.entries.at(77777), "10.0.37.250:29501");
+  EXPECT_EQ(scan.entries.at(0), "10.0.0.0:29500");
+  EXPECT_TRUE(check_env_locally(env, scan).empty());
+  // Every entry still parses, list and all.
+  EXPECT_EQ(parse_endpoint_list(env.endpoints, env.endpoints_source).size(), 100000u);
 }
 
 }  // namespace
-
-namespace {
-
-std::vector<RankRecord> records_on(const std::vector<std::string>& nodes) {
-  std::vector<RankRecord> records(nodes.size());
-  for (std::size_t r = 0; r < nodes.size(); ++r) records[r].launcher_node = nodes[r];
-  return records;
-}
-
-}  // namespace
-
-TEST(Placement, LauncherNodesGiveLocalRanksInRankOrder) {
-  // Cyclic placement: node rank order need not follow rank order.
-  const auto placements = placement_from_launcher_nodes(records_on({"b", "a", "b", "a", "b"}));
-  ASSERT_TRUE(placements.has_value());
-  const int local_rank[] = {0, 0, 1, 1, 2};
-  const int local_size[] = {3, 2, 3, 2, 3};
-  const int leader[] = {0, 1, 0, 1, 0};
-  for (std::size_t r = 0; r < 5; ++r) {
-    EXPECT_EQ((*placements)[r].rank, static_cast<int>(r));
-    EXPECT_EQ((*placements)[r].size, 5);
-    EXPECT_EQ((*placements)[r].local_rank, local_rank[r]) << r;
-    EXPECT_EQ((*placements)[r].local_size, local_size[r]) << r;
-    EXPECT_EQ((*placements)[r].node_leader, leader[r]) << r;
-  }
-}
-
-TEST(Placement, OneRankWithoutALauncherNodeMeansAskMpi) {
-  EXPECT_FALSE(placement_from_launcher_nodes(records_on({"a", "", "a"})).has_value());
-}
-
-TEST(Placement, TheNodeNameTravelsInTheRecord) {
-  RankRecord record;
-  record.launcher_node = "node7";
-  EXPECT_EQ(decode_record(encode_record(record).data(), kRecordBytes, 0).launcher_node, "node7");
-}

@@ -57,32 +57,6 @@ TEST(PreflightReport, CollectsEveryFailureInRankOrder) {
   EXPECT_TRUE(describe_preflight(records, {{}, {}, {}}).size() == 1);
 }
 
-// Ranks that probed before the exchange send only their failures; every other peer of
-// preflight_peers connected.
-TEST(PreflightReport, EarlyProbesAreRebuiltFromTheRecords) {
-  std::vector<RankRecord> records;
-  for (int r = 0; r < 4; ++r) {
-    records.push_back(rank_on(r, "node" + std::to_string(r), "127.0.1.1:2950" + std::to_string(r)));
-    records.back().early_probe_failures.emplace();
-  }
-  records[2].early_probe_failures->push_back({3, ETIMEDOUT});
-  const auto outcomes = early_preflight_outcomes(records);
-  ASSERT_TRUE(outcomes.has_value());
-  ASSERT_EQ(outcomes->size(), 4u);
-  // preflight_peers(2, 4) is {0, 1, 3}: ±1 and ±2.
-  ASSERT_EQ((*outcomes)[2].size(), 3u);
-  EXPECT_EQ((*outcomes)[2][0].target, 0);
-  EXPECT_EQ((*outcomes)[2][0].error, 0);
-  EXPECT_EQ((*outcomes)[2][2].target, 3);
-  EXPECT_EQ((*outcomes)[2][2].error, ETIMEDOUT);
-  const auto failures = describe_preflight(records, *outcomes);
-  ASSERT_EQ(failures.size(), 1u);
-  EXPECT_EQ(failures[0].rfind("rank 2 on node2 cannot reach rank 3 at node3:29503", 0), 0u);
-
-  records[1].early_probe_failures.reset();  // rank 1 probes after the exchange
-  EXPECT_FALSE(early_preflight_outcomes(records).has_value());
-}
-
 TEST(PreflightReport, AbsentRanksAreNamedWithTheirEndpoints) {
   const std::vector<std::string> endpoints = {"10.0.0.1:29500", "10.0.0.1:29501", "10.0.0.2:29500",
                                               "10.0.0.3:29500"};
