@@ -7,13 +7,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
-#include "core/parse.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/state.hpp"
 
@@ -21,6 +21,9 @@ namespace dtrain::spank {
 namespace {
 
 constexpr std::chrono::milliseconds kMessageDrainTime{250};
+// SHOW_ALL (jobs in hidden partitions too): SLURM_BIT(0), written out since 24.11's macro is an
+// old-style cast.
+constexpr std::uint16_t kShowAll = 1;
 
 // slurm_kill_job_step's signature changed twice: 23.11 added the flags, 25.11 takes the step id
 // as a slurm_step_id_t.
@@ -38,34 +41,62 @@ int cancel_step(std::uint32_t job_id, std::uint32_t step_id) {
 #endif
 }
 
-// The job id that names the whole step to slurmctld. A het step is one step id in every
-// component job: named by component 0's job, slurmctld signals it in each of them (job_mgr.c,
-// kill_job_step; since upstream commit 4d70133431, first in 25.11, it cancels each component job
-// as a whole instead, as it then also does for srun's own abort of a het step). Component 0's
-// job comes from the layouts init_post_opt fetched, or, when that failed, from the environment
-// of a step whose task list is longer than this component's (srun A : B in a het job).
-std::uint32_t job_naming_the_step(spank_t sp) {
-  const PluginState& st = state();
-  if (st.het) return st.het->leader_job_id;
-  const std::uint32_t own = get_u32(sp, S_JOB_ID, "S_JOB_ID");
+// Whether this step spans several components of a het job (srun A : B): the layouts
+// init_post_opt fetched say so, or, when that failed, a step task list longer than this
+// component's. Only a hint: the job the request names comes from slurmctld (het_leader).
+bool spans_components(spank_t sp) {
+  if (state().het) return true;
   try {
-    auto leader = get_env(sp, "SLURM_JOB_ID_HET_GROUP_0");
-    if (!leader) leader = get_env(sp, "SLURM_JOB_ID_PACK_GROUP_0");
     const auto nodelist = get_env(sp, "SLURM_STEP_NODELIST");
     const auto tasks_per_node = get_env(sp, "SLURM_STEP_TASKS_PER_NODE");
-    if (!leader || !nodelist || !tasks_per_node) return own;
+    if (!nodelist || !tasks_per_node) return false;
     const auto hosts = core::expand_hostlist(*nodelist, core::kMaxNodes);
     std::uint64_t tasks = 0;
     for (const auto count :
          core::parse_tasks_per_node(*tasks_per_node, static_cast<std::uint32_t>(hosts.size()))) {
       tasks += count;
     }
-    if (tasks <= get_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT")) return own;
-    return static_cast<std::uint32_t>(
-        core::parse_unsigned(*leader, "SLURM_JOB_ID_HET_GROUP_0", 1, 0xFFFFFFFEu));
+    return tasks > get_u32(sp, S_JOB_TOTAL_TASK_COUNT, "S_JOB_TOTAL_TASK_COUNT");
   } catch (const Error&) {
-    return own;  // lists that do not parse name no other component
+    return false;  // lists that do not parse name no other component
   }
+}
+
+// Component 0's job id of the het job whose component `own_job` is, as slurmctld records it
+// (het_job_id), or `own_job` when slurmctld names none or cannot be asked. Never from the step's
+// environment, which the user's launcher writes: the request below runs as root, and slurmctld
+// would cancel any job's step for it.
+std::uint32_t het_leader(std::uint32_t own_job) {
+  job_info_msg_t* info = nullptr;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+  slurm_step_id_t id{};
+  id.job_id = own_job;
+  id.step_id = NO_VAL;
+  id.step_het_comp = NO_VAL;
+  const int rc = slurm_load_job(&info, id, kShowAll);
+#else
+  const int rc = slurm_load_job(&info, own_job, kShowAll);
+#endif
+  std::unique_ptr<job_info_msg_t, decltype(&slurm_free_job_info_msg)> owned(
+      info, &slurm_free_job_info_msg);
+  if (rc != SLURM_SUCCESS || !info || !info->job_array) return own_job;
+  for (std::uint32_t i = 0; i < info->record_count; ++i) {
+    const auto& job = info->job_array[i];
+    if (job.job_id == own_job && job.het_job_id != 0 && job.het_job_id != NO_VAL) {
+      return job.het_job_id;
+    }
+  }
+  return own_job;
+}
+
+// The job id that names the whole step to slurmctld: its own, or for a het step component 0's.
+// A het step is one step id in every component job: named by component 0's job, slurmctld
+// signals it in each of them (job_mgr.c, kill_job_step; since upstream commit 4d70133431, first
+// in 25.11, it cancels each component job as a whole instead, as it then also does for srun's
+// own abort of a het step).
+std::uint32_t job_naming_the_step(spank_t sp) {
+  const std::uint32_t own = get_u32(sp, S_JOB_ID, "S_JOB_ID");
+  return spans_components(sp) ? het_leader(own) : own;
 }
 
 }  // namespace

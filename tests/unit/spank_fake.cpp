@@ -61,6 +61,23 @@ int record_kill(std::uint32_t job_id, std::uint32_t step_id, int signal) {
   errno = fake().kill_error;
   return SLURM_ERROR;
 }
+
+// slurm_load_job, whatever its signature.
+int load_job(job_info_msg_t** resp, std::uint32_t job_id) {
+  *resp = nullptr;
+  if (fake().load_job_error != 0) {
+    errno = fake().load_job_error;
+    return SLURM_ERROR;
+  }
+  auto* msg = static_cast<job_info_msg_t*>(calloc(1, sizeof(job_info_msg_t)));
+  msg->record_count = 1;
+  msg->job_array = static_cast<slurm_job_info_t*>(calloc(1, sizeof(slurm_job_info_t)));
+  msg->job_array[0].job_id = job_id;
+  const auto het = fake().het_job_ids.find(job_id);
+  msg->job_array[0].het_job_id = het == fake().het_job_ids.end() ? 0 : het->second;
+  *resp = msg;
+  return SLURM_SUCCESS;
+}
 }  // namespace
 
 extern "C" {
@@ -199,6 +216,21 @@ void slurm_job_step_layout_free(slurm_step_layout_t* layout) {
   free(layout->tasks);
   free(layout->node_list);
   free(layout);
+}
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+int slurm_load_job(job_info_msg_t** resp, slurm_step_id_t step_id, uint16_t /*show_flags*/) {
+  return load_job(resp, step_id.job_id);
+}
+#else
+int slurm_load_job(job_info_msg_t** resp, uint32_t job_id, uint16_t /*show_flags*/) {
+  return load_job(resp, job_id);
+}
+#endif
+void slurm_free_job_info_msg(job_info_msg_t* msg) {
+  if (!msg) return;
+  free(msg->job_array);
+  free(msg);
 }
 
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)

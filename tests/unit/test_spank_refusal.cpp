@@ -185,20 +185,33 @@ TEST_F(SpankRefusal, AStepThatStartsIsNeverCancelled) {
   }
 }
 
-// A het step refused where the components' layouts could not be fetched: the request names
-// component 0's job (from the environment), so slurmctld ends the step in every component.
-TEST_F(SpankRefusal, AHetStepIsCancelledThroughComponentZero) {
+namespace {
+
+// srun -w gpu[1-2] -n4 : -w cpu1 -n1, step 4, seen from cpu1 (component 1, job 501). `leader`:
+// component 0's job id as the environment names it; component 0's layout request fails with
+// `layout_error` (0: it answers).
+void het_step_on_cpu1(const char* leader, int layout_error) {
   fake().context = S_CTX_REMOTE;
   fake().items = {{S_JOB_ID, 501},   {S_JOB_STEPID, 4},           {S_JOB_NODEID, 0},
                   {S_JOB_NNODES, 1}, {S_JOB_TOTAL_TASK_COUNT, 1}, {S_JOB_LOCAL_TASK_COUNT, 1}};
   fake().local_to_global = {0};
   fake().job_env = {
       {"SLURM_STEP_NODELIST", "cpu1,gpu[1-2]"}, {"SLURM_STEP_TASKS_PER_NODE", "1,2(x2)"},
-      {"SLURM_DISTRIBUTION", "block"},          {"SLURM_JOB_ID_PACK_GROUP_0", "500"},
+      {"SLURM_DISTRIBUTION", "block"},          {"SLURM_JOB_ID_PACK_GROUP_0", leader},
       {"SLURM_JOB_ID_PACK_GROUP_1", "501"},     {"SLURM_PACK_SIZE", "2"}};
-  fake().step_layouts[500] = {
-      {"gpu1", "gpu2"}, {{0, 1}, {2, 3}}, SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT};
+  fake().step_layouts[std::stoul(leader)] = {{"gpu1", "gpu2"}, {{0, 1}, {2, 3}}, layout_error};
   fake().step_layouts[501] = {{"cpu1"}, {{0}}, 0};
+}
+
+}  // namespace
+
+// A het step is named by component 0's job, so that slurmctld ends it in every component; that
+// job id comes from slurmctld's record of this node's own job (het_job_id), never from the
+// environment, which the user's launcher writes: the request runs as root.
+TEST_F(SpankRefusal, AHetStepIsCancelledThroughComponentZeroAsSlurmctldNamesIt) {
+  // Component 0's layout request failed: the step stops, and is still ended everywhere.
+  het_step_on_cpu1("500", SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT);
+  fake().het_job_ids[501] = 500;
   start({"address=name"}, nullptr);
   ASSERT_FALSE(dtrain::spank::state().planning_error.empty());
   fake().task_id = 0;
@@ -206,24 +219,34 @@ TEST_F(SpankRefusal, AHetStepIsCancelledThroughComponentZero) {
   ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
   EXPECT_EQ(fake().kill_requests[0].job_id, 500u);
   EXPECT_EQ(fake().kill_requests[0].step_id, 4u);
-  // With the layouts, the world's component 0 names it: the same job.
+  // With the layouts (gpu1 and gpu2 run 2 tasks each, more than port_block=2 allows): the same.
   SetUp();
-  fake().context = S_CTX_REMOTE;
-  fake().items = {{S_JOB_ID, 501},   {S_JOB_STEPID, 4},           {S_JOB_NODEID, 0},
-                  {S_JOB_NNODES, 1}, {S_JOB_TOTAL_TASK_COUNT, 1}, {S_JOB_LOCAL_TASK_COUNT, 1}};
-  fake().local_to_global = {0};
-  fake().job_env = {
-      {"SLURM_STEP_NODELIST", "cpu1,gpu[1-2]"}, {"SLURM_STEP_TASKS_PER_NODE", "1,2(x2)"},
-      {"SLURM_DISTRIBUTION", "block"},          {"SLURM_JOB_ID_PACK_GROUP_0", "500"},
-      {"SLURM_JOB_ID_PACK_GROUP_1", "501"},     {"SLURM_PACK_SIZE", "2"}};
-  fake().step_layouts[500] = {{"gpu1", "gpu2"}, {{0, 1}, {2, 3}}, 0};
-  fake().step_layouts[501] = {{"cpu1"}, {{0}}, 0};
-  start({"address=name", "port_block=2"}, nullptr);  // gpu1 and gpu2 run 2 tasks: refused
+  het_step_on_cpu1("500", 0);
+  fake().het_job_ids[501] = 500;
+  start({"address=name", "port_block=2"}, nullptr);
   ASSERT_TRUE(dtrain::spank::state().het.has_value()) << errors();
   ASSERT_FALSE(dtrain::spank::state().planning_error.empty());
   EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
   ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
   EXPECT_EQ(fake().kill_requests[0].job_id, 500u);
+  // An environment that names another user's job 700 as component 0, in a job slurmctld knows
+  // as no het job: only this job's own step is cancelled.
+  SetUp();
+  het_step_on_cpu1("700", 0);
+  start({"address=name", "port_block=2"}, nullptr);
+  ASSERT_FALSE(dtrain::spank::state().planning_error.empty());
+  EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
+  ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
+  EXPECT_EQ(fake().kill_requests[0].job_id, 501u);
+  // slurmctld cannot say: this job's own step.
+  SetUp();
+  het_step_on_cpu1("500", 0);
+  fake().het_job_ids[501] = 500;
+  fake().load_job_error = SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT;
+  start({"address=name", "port_block=2"}, nullptr);
+  EXPECT_EQ(slurm_spank_task_exit(handle(), 0, nullptr), 0);
+  ASSERT_EQ(fake().kill_requests.size(), 1u) << errors();
+  EXPECT_EQ(fake().kill_requests[0].job_id, 501u);
 }
 
 // The user's own process on an endpoint port: TensorFlow's workers and PaddlePaddle's trainers
