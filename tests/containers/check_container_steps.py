@@ -184,7 +184,10 @@ def check_pyxis_order(dtrain_first):
         proc = run(["srun", "--distributed-train", "-N4", "-n640", "--overcommit", *pyxis_options(),
                     "python3", "-c",
                     "import os; p=os.environ['DTRAIN_ENDPOINTS_FILE']; e=open(p).read(); st=os.stat(p); "
-                    "assert p.startswith(f'/proc/{os.getpid()}/fd/'), p; "
+                    "assert p.startswith('/proc/self/fd/'), p; "
+                    "j,s,r=(os.environ[v] for v in ('SLURM_JOB_ID','SLURM_STEP_ID','SLURM_PROCID')); "
+                    "assert os.readlink(p)==f'/memfd:dtrain:{j}.{s}:rank{r}:DTRAIN_ENDPOINTS,PADDLE_TRAINER_ENDPOINTS (deleted)', os.readlink(p); "
+                    "assert 'TF_CONFIG' not in os.environ and 'TF_CONFIG_HASH' in os.environ; "
                     "assert st.st_uid==os.getuid() and st.st_mode&0o777==0o400, oct(st.st_mode); "
                     "assert e.split(',')[int(os.environ['DTRAIN_RANK'])]==os.environ['DTRAIN_CURRENT_ENDPOINT']; "
                     "print('STARTED', len(e))"], check=False)
@@ -193,7 +196,8 @@ def check_pyxis_order(dtrain_first):
            f"{len(started)} of 640 tasks read their memory files in the container ({proc.returncode}):\n"
            f"{proc.stderr[-3000:]}")
     print(f"dtrain: ok: {where}: 640 tasks in containers read a {started[0].split()[1]}-byte endpoint list "
-          "from memory files created in the container's namespaces (mode 0400, the task's own /proc)")
+          "from memory files created in the container's namespaces (mode 0400, /proc/self/fd, "
+          "labelled with the task's job, step and rank)")
 
 
 def check_pyxis_order_broken():
