@@ -21,6 +21,12 @@
 
 namespace dtrain::spank {
 
+// Cost: one request per refusing node. A node cannot tell whether the others refused too, so a
+// step refused on every node (a setting wrong everywhere) makes one request per node, and
+// slurmctld signals all the step's nodes for each (stepmgr.c, _step_signal and
+// signal_step_tasks): N requests and N fan-outs of N nodes for an N-node step, where srun alone
+// would have ended the step without any.
+//
 // Asks slurmctld, once per node, to cancel the step this node refused (SIGKILL to every task);
 // in a het step the request names component 0's job, and slurmctld ends the step in every
 // component. Never throws; a failed request is logged with what the user can do instead.
