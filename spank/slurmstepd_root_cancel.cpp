@@ -41,6 +41,39 @@ int cancel_step(std::uint32_t job_id, std::uint32_t step_id) {
 #endif
 }
 
+// Whether slurmctld still holds the step: false once it completed (every task ended, or another
+// refusing node's cancel ended it), true while it runs or when slurmctld cannot say.
+bool step_still_held(std::uint32_t job_id, std::uint32_t step_id) {
+  job_step_info_response_msg_t* steps = nullptr;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+  slurm_step_id_t id{};
+  id.job_id = job_id;
+  id.step_id = step_id;
+  id.step_het_comp = NO_VAL;
+  const int rc = slurm_get_job_steps(&id, &steps, kShowAll);
+#else
+  const int rc = slurm_get_job_steps(0, job_id, step_id, &steps, kShowAll);
+#endif
+  std::unique_ptr<job_step_info_response_msg_t, decltype(&slurm_free_job_step_info_response_msg)>
+      owned(steps, &slurm_free_job_step_info_response_msg);
+  if (rc != SLURM_SUCCESS || !steps) return true;
+  for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
+    const auto& step = steps->job_steps[i];
+    if (step.step_id.job_id == job_id && step.step_id.step_id == step_id) return true;
+  }
+  return false;
+}
+
+// How long node `node_id` of the step waits before it asks: node 0 at once, node i i * 50 ms
+// later, at most 30 s. When every node refuses (a setting wrong everywhere), the step is gone
+// after the first cancels (or its tasks' own ends), and the later nodes find it gone instead of
+// each making slurmctld signal every node again.
+std::chrono::milliseconds stagger(std::uint32_t node_id) {
+  constexpr std::uint32_t kStepMs = 50;
+  constexpr std::uint32_t kMaxMs = 30'000;
+  return std::chrono::milliseconds(node_id >= kMaxMs / kStepMs ? kMaxMs : node_id * kStepMs);
+}
+
 // Whether this step spans several components of a het job (srun A : B): the layouts
 // init_post_opt fetched say so, or, when that failed, a step task list longer than this
 // component's. Only a hint: the job the request names comes from slurmctld (het_leader).
@@ -116,6 +149,14 @@ void end_refused_step(spank_t sp) noexcept {
     // (step_launch.c, client_io_handler_abort): the cancel must not overtake these lines on
     // their way through slurmstepd's I/O thread.
     std::this_thread::sleep_for(kMessageDrainTime);
+    const std::uint32_t node_id = get_u32(sp, S_JOB_NODEID, "S_JOB_NODEID");
+    if (node_id > 0 && !st.het) {
+      std::this_thread::sleep_for(stagger(node_id));
+      if (!step_still_held(job_id, step_id)) {
+        log_verbose("step " + step + " has already ended; no cancel needed");
+        return;
+      }
+    }
     if (cancel_step(job_id, step_id) != 0) {
       const int err = errno;
       log_error("could not cancel step " + step + " (" + slurm_strerror(err) +

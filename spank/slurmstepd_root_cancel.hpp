@@ -21,11 +21,14 @@
 
 namespace dtrain::spank {
 
-// Cost: one request per refusing node. A node cannot tell whether the others refused too, so a
-// step refused on every node (a setting wrong everywhere) makes one request per node, and
-// slurmctld signals all the step's nodes for each (stepmgr.c, _step_signal and
-// signal_step_tasks): N requests and N fan-outs of N nodes for an N-node step, where srun alone
-// would have ended the step without any.
+// Cost: a node cannot tell whether the others refused too, and slurmctld signals all the step's
+// nodes for every cancel (stepmgr.c, _step_signal and signal_step_tasks), so a step refused on
+// every node (a setting wrong everywhere) would cost N cancels and N fan-outs of N nodes. Node 0
+// of the step therefore cancels at once; node i waits i * 50 ms more (at most 30 s) and first
+// asks slurmctld whether the step is still there (one small request), which it is not once an
+// earlier cancel, or every task's own end, completed it. A step refused on one node only ends
+// after at most that node's wait. Het steps skip the question: their components' steps are not
+// named by one job id.
 //
 // Asks slurmctld, once per node, to cancel the step this node refused (SIGKILL to every task);
 // in a het step the request names component 0's job, and slurmctld ends the step in every

@@ -233,6 +233,44 @@ void slurm_free_job_info_msg(job_info_msg_t* msg) {
   free(msg);
 }
 
+namespace {
+int answer_step_query(std::uint32_t job_id, std::uint32_t step_id,
+                      job_step_info_response_msg_t** steps) {
+  ++fake().step_queries;
+  *steps = nullptr;
+  if (fake().step_query_error) {
+    errno = fake().step_query_error;
+    return SLURM_ERROR;
+  }
+  auto* response =
+      static_cast<job_step_info_response_msg_t*>(calloc(1, sizeof(job_step_info_response_msg_t)));
+  if (!fake().step_gone) {
+    response->job_step_count = 1;
+    response->job_steps = static_cast<job_step_info_t*>(calloc(1, sizeof(job_step_info_t)));
+    response->job_steps[0].step_id.job_id = job_id;
+    response->job_steps[0].step_id.step_id = step_id;
+  }
+  *steps = response;
+  return SLURM_SUCCESS;
+}
+}  // namespace
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+int slurm_get_job_steps(slurm_step_id_t* id, job_step_info_response_msg_t** steps, uint16_t) {
+  return answer_step_query(id->job_id, id->step_id, steps);
+}
+#else
+int slurm_get_job_steps(time_t, uint32_t job_id, uint32_t step_id,
+                        job_step_info_response_msg_t** steps, uint16_t) {
+  return answer_step_query(job_id, step_id, steps);
+}
+#endif
+void slurm_free_job_step_info_response_msg(job_step_info_response_msg_t* steps) {
+  if (!steps) return;
+  free(steps->job_steps);
+  free(steps);
+}
+
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
 int slurm_kill_job_step(slurm_step_id_t* step_id, uint16_t signal, uint16_t /*flags*/) {
   return record_kill(step_id->job_id, step_id->step_id, signal);

@@ -38,6 +38,11 @@ struct SpankFake {
   };
   std::vector<KillRequest> kill_requests;
   int kill_error = 0;
+  // What slurm_get_job_steps answers: the step is still held unless step_gone; with
+  // step_query_error set the request fails with that errno.
+  bool step_gone = false;
+  int step_query_error = 0;
+  int step_queries = 0;
   // What slurm_load_job answers: a job id here is a het job component with that het_job_id
   // (component 0's job id); any other job is no het job. With load_job_error set it fails.
   std::map<std::uint32_t, std::uint32_t> het_job_ids;

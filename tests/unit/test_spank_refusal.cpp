@@ -151,6 +151,41 @@ TEST_F(SpankRefusal, ARefusingNodeCancelsTheStepOnceAfterSayingWhy) {
             "above)");
 }
 
+// Node 0 cancels without asking; a later node first asks whether the step is still there, so a
+// step that every node refused costs slurmctld one fan-out, not one per node.
+TEST_F(SpankRefusal, ALaterNodeDoesNotCancelAStepThatHasAlreadyEnded) {
+  one_node_step();
+  start({"port_block=2", "address=name"}, nullptr);
+  tasks_exit();
+  EXPECT_EQ(fake().step_queries, 0);  // node 0 asks nothing
+  ASSERT_EQ(fake().kill_requests.size(), 1u);
+
+  SetUp();
+  one_node_step();
+  fake().items[S_JOB_NODEID] = 3;
+  fake().step_gone = true;
+  start({"port_block=2", "address=name"}, nullptr);
+  tasks_exit();
+  EXPECT_EQ(fake().step_queries, 1);
+  EXPECT_TRUE(fake().kill_requests.empty()) << errors();
+
+  SetUp();
+  one_node_step();
+  fake().items[S_JOB_NODEID] = 3;
+  start({"port_block=2", "address=name"}, nullptr);
+  tasks_exit();
+  EXPECT_EQ(fake().step_queries, 1);
+  EXPECT_EQ(fake().kill_requests.size(), 1u);  // still running: this node's cancel ends it
+
+  SetUp();
+  one_node_step();
+  fake().items[S_JOB_NODEID] = 3;
+  fake().step_query_error = SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT;
+  start({"port_block=2", "address=name"}, nullptr);
+  tasks_exit();
+  EXPECT_EQ(fake().kill_requests.size(), 1u);  // slurmctld cannot say: cancel all the same
+}
+
 TEST_F(SpankRefusal, AFailedCancelIsLoggedWithTheFixAndNeverThrows) {
   one_node_step();
   fake().kill_error = ESLURM_ACCESS_DENIED;
