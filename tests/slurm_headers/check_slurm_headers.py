@@ -46,7 +46,7 @@ def newest_release(headers_root, series):
         raise CheckFailed(
             f"no Slurm {series} header set ({series}.<micro>/slurm/slurm.h) under {headers_root}; "
             "configure with -DDTRAIN_SLURM_HEADERS_DIR=<folder of header sets> "
-            "(../shared/third_party/slurm-headers next to the repository)")
+            "(docs/development.md, test inputs)")
     return max(releases)[1]
 
 

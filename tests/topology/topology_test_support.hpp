@@ -24,10 +24,10 @@ inline bool have_shared_topologies() {
 }  // namespace dtrain::topology::testing
 
 // Real topologies are not part of a plain clone; say so instead of failing.
-#define SKIP_WITHOUT_SHARED_TOPOLOGIES()                                            \
-  do {                                                                              \
-    if (!::dtrain::topology::testing::have_shared_topologies()) {                   \
-      GTEST_SKIP() << "real topologies not found at " DTRAIN_SHARED_TOPOLOGIES      \
-                      " (they live next to the checkout, in ../shared/topologies)"; \
-    }                                                                               \
+#define SKIP_WITHOUT_SHARED_TOPOLOGIES()                                       \
+  do {                                                                         \
+    if (!::dtrain::topology::testing::have_shared_topologies()) {              \
+      GTEST_SKIP() << "real topologies not found at " DTRAIN_SHARED_TOPOLOGIES \
+                      " (configure with -DDTRAIN_SHARED_TOPOLOGIES=DIR)";      \
+    }                                                                          \
   } while (false)
