@@ -1,5 +1,6 @@
 #include "bootstrap/deadline.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -11,6 +12,7 @@ namespace dtrain::bootstrap {
 
 namespace {
 constexpr std::chrono::milliseconds kMessageDrainTime{500};
+constexpr std::chrono::milliseconds kSpinFor{50};
 }  // namespace
 
 bool requests_complete(std::span<MPI_Request> requests) {
@@ -37,9 +39,14 @@ bool poll_until(const std::function<bool()>& done, Clock::time_point deadline,
     if (between) between();
     const auto now = Clock::now();
     if (now >= deadline) return false;
-    // Spin briefly so fast exchanges stay fast, then yield the core to the other ranks.
-    if (now - started > std::chrono::milliseconds(2)) {
+    // As MPI's own waits do (with mpi_yield_when_idle): offer the core to whoever else can
+    // run, and come back at once when nobody can, so that each step of a collective is taken
+    // as soon as its message is in. A wait longer than kSpinFor is a rank waiting for a slow or
+    // missing one: it then sleeps between polls instead.
+    if (now - started > kSpinFor) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    } else {
+      sched_yield();
     }
   }
 }

@@ -12,17 +12,6 @@ namespace dtrain::bootstrap {
 
 namespace {
 
-// MPI_Op_create's signature, one function per layout of reduce_words.
-void agreement_reduction(void* in, void* inout, int* count, MPI_Datatype*) {
-  reduce_words(Reduction::kAgreement, static_cast<const std::uint64_t*>(in),
-               static_cast<std::uint64_t*>(inout), static_cast<std::size_t>(*count));
-}
-
-void reference_reduction(void* in, void* inout, int* count, MPI_Datatype*) {
-  reduce_words(Reduction::kReference, static_cast<const std::uint64_t*>(in),
-               static_cast<std::uint64_t*>(inout), static_cast<std::size_t>(*count));
-}
-
 int mpi_size(std::size_t bytes, const char* what) {
   if (bytes > static_cast<std::size_t>(INT32_MAX)) {
     throw Error(ErrorKind::kInternal,
@@ -36,14 +25,9 @@ int mpi_size(std::size_t bytes, const char* what) {
 MpiFabric::MpiFabric(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  // Commutative: the results are exact sums and minima, in any order.
-  check_mpi(MPI_Op_create(&agreement_reduction, 1, &agreement_op_), "MPI_Op_create");
-  check_mpi(MPI_Op_create(&reference_reduction, 1, &reference_op_), "MPI_Op_create");
 }
 
 MpiFabric::~MpiFabric() {
-  if (agreement_op_ != MPI_OP_NULL) MPI_Op_free(&agreement_op_);
-  if (reference_op_ != MPI_OP_NULL) MPI_Op_free(&reference_op_);
   if (duplicate_ != MPI_COMM_NULL) MPI_Comm_free(&duplicate_);
 }
 
@@ -68,15 +52,95 @@ MpiFabric::Op& MpiFabric::at(OpId op) {
   return ops_[op];
 }
 
+// Tags of the all-reduces' messages: one per all-reduce in turn, after the protocol's.
+constexpr int kAllreduceTags = 64;
+constexpr int kFirstAllreduceTag = kTagLast + 1;
+
 OpId MpiFabric::allreduce(std::span<std::uint64_t> words, Reduction reduction) {
   const OpId op = allocate();
-  MPI_Op mpi_op = reduction == Reduction::kSum         ? MPI_SUM
-                  : reduction == Reduction::kAgreement ? agreement_op_
-                                                       : reference_op_;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, words.data(), mpi_size(words.size(), "MPI_Iallreduce"),
-                           MPI_UINT64_T, mpi_op, comm_, &ops_[op].request),
-            "MPI_Iallreduce");
+  auto state = std::make_unique<Allreduce>();
+  state->words = words;
+  state->reduction = reduction;
+  state->tag = kFirstAllreduceTag + allreduces_++ % kAllreduceTags;
+  state->incoming.resize(words.size());
+  // Below 2 * extra, pairs of ranks fold into one: the even one hands its words to the odd one
+  // and waits for the result; everyone else takes part under a virtual rank.
+  int power = 1;
+  while (power * 2 <= size_) power *= 2;
+  const int extra = size_ - power;
+  if (rank_ < 2 * extra) {
+    if (rank_ % 2 == 0) {
+      exchange(*state, rank_ + 1, true, true);  // words out, the result back in
+    } else {
+      state->folding = true;
+      state->virtual_rank = rank_ / 2;
+      exchange(*state, rank_ - 1, false, true);
+    }
+  } else {
+    state->virtual_rank = rank_ - extra;
+  }
+  // It may finish at once (every partner's words already in): then it is done here, and
+  // test() must not take it further.
+  if (advance(*state)) {
+    ops_[op].done = true;
+  } else {
+    ops_[op].allreduce = std::move(state);
+  }
   return op;
+}
+
+void MpiFabric::exchange(Allreduce& state, int partner, bool send, bool receive) {
+  const int count = mpi_size(state.words.size(), "the all-reduce");
+  if (receive) {
+    check_mpi(MPI_Irecv(state.incoming.data(), count, MPI_UINT64_T, partner, state.tag, comm_,
+                        &state.requests[0]),
+              "MPI_Irecv");
+  }
+  if (send) {
+    check_mpi(MPI_Isend(state.words.data(), count, MPI_UINT64_T, partner, state.tag, comm_,
+                        &state.requests[1]),
+              "MPI_Isend");
+  }
+}
+
+// Takes the all-reduce as far as it goes without waiting; true when it is complete.
+bool MpiFabric::advance(Allreduce& state) {
+  int power = 1;
+  while (power * 2 <= size_) power *= 2;
+  const int extra = size_ - power;
+  const auto real_rank = [extra](int virtual_rank) {
+    return virtual_rank < extra ? 2 * virtual_rank + 1 : virtual_rank + extra;
+  };
+  while (true) {
+    int done = 0;
+    check_mpi(MPI_Testall(2, state.requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (!done) return false;
+    if (state.virtual_rank < 0 || state.returning) {
+      // A folded rank's result arrived in `incoming`, or the result went back: finished.
+      if (state.virtual_rank < 0) {
+        std::copy(state.incoming.begin(), state.incoming.end(), state.words.begin());
+      }
+      return true;
+    }
+    if (state.folding) {
+      reduce_words(state.reduction, state.incoming.data(), state.words.data(), state.words.size());
+      state.folding = false;
+    } else if (state.mask > 1) {
+      reduce_words(state.reduction, state.incoming.data(), state.words.data(), state.words.size());
+    }
+    if (state.mask < power) {
+      exchange(state, real_rank(state.virtual_rank ^ state.mask), true, true);
+      state.mask <<= 1;
+      continue;
+    }
+    // Every round done: hand the result to the folded partner, if any.
+    if (rank_ < 2 * extra) {
+      state.returning = true;
+      exchange(state, rank_ - 1, true, false);
+      continue;
+    }
+    return true;
+  }
 }
 
 OpId MpiFabric::broadcast(std::span<std::byte> data, int root) {
@@ -169,6 +233,13 @@ bool MpiFabric::test(OpId op) {
     o.probing = false;
     o.done = true;
     return true;
+  }
+  if (o.allreduce) {
+    if (advance(*o.allreduce)) {
+      o.done = true;
+      o.allreduce.reset();
+    }
+    return o.done;
   }
   int flag = 0;
   check_mpi(MPI_Test(&o.request, &flag, MPI_STATUS_IGNORE), "MPI_Test");

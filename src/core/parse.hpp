@@ -9,7 +9,10 @@
 
 namespace dtrain::core {
 
-// Longest string any parser accepts; anything longer is refused before parsing.
+// Longest string any parser accepts by default (require_length); anything longer is refused
+// before parsing. Inputs that a valid step can make longer take their own bound: the endpoint
+// list of a 100,000-rank step is several megabytes, so the bootstrap bounds each entry
+// (bootstrap/endpoints.hpp, kMaxEndpointBytes), not the list.
 inline constexpr std::size_t kMaxInputBytes = 1 << 20;
 
 // Parses a decimal unsigned integer in [min, max]. `what` names the input in errors.

@@ -309,9 +309,23 @@ void World::count_collective(const Collective& collective) {
       c.bytes_received += times * (children + parent) * payload;
     };
     switch (collective.kind) {
-      case CollectiveKind::kAllreduce:
-        tree(collective.payload, 1);
+      case CollectiveKind::kAllreduce: {
+        // The MPI fabric's recursive doubling (bootstrap/mpi_fabric.cpp), exactly.
+        int power = 1;
+        while (power * 2 <= size_) power *= 2;
+        const int extra = size_ - power;
+        const std::uint64_t rounds = ceil_log2(power);
+        std::uint64_t sends = rounds, receives = rounds;
+        if (r < 2 * extra) {
+          sends = r % 2 == 0 ? 1 : rounds + 1;
+          receives = r % 2 == 0 ? 1 : rounds + 1;
+        }
+        c.messages_sent += sends;
+        c.messages_received += receives;
+        c.bytes_sent += sends * collective.payload;
+        c.bytes_received += receives * collective.payload;
         break;
+      }
       case CollectiveKind::kBroadcast: {
         const std::uint64_t payload = collective.root_data.size();
         if (size_ <= 4) {

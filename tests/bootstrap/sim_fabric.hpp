@@ -5,10 +5,11 @@
 //
 // Point-to-point messages are matched as MPI matches them (in order, source or any, tag);
 // a synchronous send completes when matched. Collectives complete when every rank posted
-// them. What each rank sends and receives is counted: point-to-point exactly, collectives as
-// Open MPI 4.1's libnbc runs them for small messages (allreduce: binomial reduce to rank 0 and
-// binomial broadcast back; broadcast: linear up to 4 ranks, else binomial; barrier:
-// dissemination; MPI_Comm_idup: three 4-byte allreduces; MPI_Comm_split_type: four).
+// them. What each rank sends and receives is counted: point-to-point exactly, the all-reduce
+// as the MPI fabric runs it (recursive doubling, exactly), the other collectives as Open MPI
+// 4.1's libnbc runs them for small messages (broadcast: linear up to 4 ranks, else binomial;
+// barrier: dissemination; MPI_Comm_idup: three 4-byte all-reduces, each a binomial reduce to
+// rank 0 and a binomial broadcast back; MPI_Comm_split_type: four).
 // Time is virtual: it stands still while any rank can run and jumps to the next deadline
 // when none can, so a missing rank costs no waiting. Memory: see sim_memory.hpp.
 
