@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The bootstrap's agreement protocol, run by every rank after MPI_Init (bootstrap/README.md,
 // "Steps" and "Cost"):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One call that turns a freshly started task into a ready communicator:
 //   MPI_Init_thread -> TCP connectivity preflight to O(log n) peers -> one all-reduce that says

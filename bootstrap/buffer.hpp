@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A buffer in a backend's memory space (host for MPI, device for NCCL), with host copies in
 // and out. Used by the benchmark and by trainers that want backend-agnostic buffers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The collective interface shared by every dtrain workload. Two backends implement it:
 // MPI (host buffers, runs everywhere) and NCCL (device buffers, GPU machines only).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Deadlines for the bootstrap without relying on MPI's failure handling: agreement steps are
 // non-blocking MPI calls polled against a deadline, and a watchdog thread covers the calls

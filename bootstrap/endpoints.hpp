@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Endpoint lists as the plugin exports them: "addr:port,addr:port,..." ordered by global rank.
 // Pure: text in, plain data out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The DTRAIN_* variables the plugin exports, read through a lookup function so that the
 // logic is pure and testable, and the checks that they agree with what MPI reports.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/event_tick.hpp"
 
 #include <mpi.h>

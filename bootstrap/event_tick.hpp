@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Open MPI's event tick (bootstrap/README.md, "Open MPI's event tick"): the bootstrap asks for
 // mpi_event_tick_rate=1000 through the environment before MPI_Init, but only where nothing else

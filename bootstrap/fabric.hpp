@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the bootstrap's agreement protocol (agreement.hpp) needs from its transport: a few
 // non-blocking collectives and point-to-point messages on one communicator, tested without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What every rank must agree on before training starts: the same executable built against
 // the same dtrain, MPI, NCCL and CUDA, on the same GPU model. Pure comparison and reporting;

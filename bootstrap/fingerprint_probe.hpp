@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Collects this process's fingerprint (fingerprint.hpp compares them). Needs MPI and CUDA, so
 // it lives in dtrain_bootstrap, apart from the pure comparison.

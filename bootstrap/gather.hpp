@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The bootstrap's one all-to-all exchange of small fixed-size blocks, done so that it leaves
 // each rank connected to few peers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // IEEE binary16 and bfloat16 on the host, as raw 16-bit patterns. Both conversions from
 // float round to nearest, ties to even, as CUDA's __float2half_rn and __float2bfloat16 do.

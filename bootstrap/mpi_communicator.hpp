@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The MPI backend: host buffers, one MPI call per collective, no staging copies. In-place calls
 // (NCCL's convention: send == recv, or send/recv at this rank's block) map to MPI_IN_PLACE.

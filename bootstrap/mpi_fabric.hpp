@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The agreement protocol's transport over MPI (fabric.hpp): non-blocking collectives and
 // point-to-point messages on one communicator, each tested with MPI_Test. Messages of any size

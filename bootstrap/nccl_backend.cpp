@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL backend: device buffers, collectives enqueued on one stream per communicator,
 // synchronize() waits for them while watching for asynchronous NCCL errors.
 #include "bootstrap/nccl_backend.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The NCCL backend and the CUDA calls the rest of dtrain needs, behind a header without CUDA
 // types. Built from nccl_backend.cpp when DTRAIN_HAVE_NCCL, else from nccl_unavailable.cpp,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Built when dtrain has no NCCL backend (no CUDA toolkit or DTRAIN_WITH_NCCL=OFF).
 #include "bootstrap/nccl_backend.hpp"
 #include "core/error.hpp"

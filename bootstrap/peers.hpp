@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Which peers a rank probes in the connectivity preflight: rank±1, ±2, ±4, ... (mod size).
 // O(log n) peers per rank, and symmetric: j probes i exactly when i probes j, so every rank's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Which ranks share this rank's node, as the launcher's PMIx server tells the MPI library
 // (PMIX_LOCAL_PEERS, the list Open MPI takes its node-local ranks from), read from the PMIx

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The TCP side of the connectivity preflight: a listener on this rank's endpoint that accepts
 // and then waits for the peer to hang up (so TIME_WAIT lands on the connecting side, not on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Turns preflight outcomes into messages that name both ranks, both hosts, the port and the
 // errno text. Pure: records and numbers in, text out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A set of ranks as sorted, disjoint intervals, so that "every rank but these few" costs as
 // much as the few. Printed like format_rank_set (fingerprint.hpp): "0-2,5,7-8".

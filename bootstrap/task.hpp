@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A minimal C++20 coroutine task for the bootstrap's protocol: the protocol is written as
 // straight-line code that suspends on "wait for these operations", and a driver resumes it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 

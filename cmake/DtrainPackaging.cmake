@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Site deployment: install rules for the plugstack.conf drop-in, the man pages, the sbatch
 # templates and the site snippets, and the packages: `cpack -G DEB` and `cpack -G RPM` in the
 # build tree (slurm/packaging/dtrain.spec builds the RPM from a source tarball instead).

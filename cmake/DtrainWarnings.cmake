@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # dtrain's warning flags for its own targets; call dtrain_target_defaults() on each.
 # Warnings become errors only with DTRAIN_WERROR, which development and CI turn on: sites and
 # packagers build with newer compilers than ours, and a warning new to their compiler must not

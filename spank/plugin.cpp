@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SPANK entry points: the dispatcher. Each callback hands its context to the file named after
 // it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
 // slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root when

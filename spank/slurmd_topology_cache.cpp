@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "spank/slurmd_topology_cache.hpp"
 
 #include <fcntl.h>

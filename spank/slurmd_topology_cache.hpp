@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The topology cache. slurmd writes it as root, once at start (write_topology_cache), so that
 // steps load a file instead of discovering the machine again. slurmstepd reads it as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "spank/slurmstepd_containers.hpp"
 
 #include "core/container_env.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // slurmstepd, for container plugins loaded beside dtrain (core/container_env.hpp): whatever
 // order plugstack.conf loads them in, each task keeps its own variables.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // slurmstepd, as root before it becomes the job's user: the one RPC dtrain makes to slurmctld.
 // Not later: Slurm 25.11's slurmstepd runs user_init holding its authentication lock (22.05's

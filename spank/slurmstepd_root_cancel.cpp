@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "spank/slurmstepd_root_cancel.hpp"
 
 #include <slurm/slurm.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // slurmstepd, as root, in task_exit: a node that refused the step ends it on every node.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // slurmstepd, as the job's user: plan the step once per node (user_init), apply it to each
 // task just before exec (task_init).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Checked wrappers around the spank_* calls dtrain uses, and "dtrain:"-prefixed logging.
 // Every wrapper turns a SPANK failure into dtrain::Error naming the call.

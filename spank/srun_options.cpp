@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "spank/srun_options.hpp"
 
 #include <string_view>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // srun, sbatch and salloc (local and allocator contexts, as the submitting user): the
 // --distributed-train option. Its callback also runs in slurmstepd, which receives the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The plugin's process-wide state. slurmstepd forks each task after user_init, so what
 // user_init stores here is what every task_init of this node sees.

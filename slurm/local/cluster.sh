@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A real four-node Slurm cluster on one machine, for dtrain's cluster tests and demos.
 #
 # slurmctld and four slurmd (node1..node4) run from Debian's Slurm packages, or from another Slurm

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The demo: dtrain on the local four-node Slurm cluster. Usage: slurm/local/demo.sh BUILD_DIR
 # Needs the cluster up with the plugin loaded and its env.sh sourced (slurm/local/quickstart.sh demo
 # does both). Exits 0 when every step worked, non-zero as soon as one fails.
 set -euo pipefail
 
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
-  sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,5p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 readonly build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd -P)

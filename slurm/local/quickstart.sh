@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's two set-up commands for a fresh Debian 12 machine (run as root):
 #   slurm/local/quickstart.sh demo   install, build, start the local 4-node cluster, run the demo
 #   slurm/local/quickstart.sh test   install, build (normal and ASan+UBSan), run every test
@@ -30,7 +31,7 @@ readonly debian_packages=(
 )
 
 usage() {
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 note() { echo "dtrain: $*"; }

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Puts dtrain-bench's all_reduce busbw next to a plain MPI_Allreduce loop on the same ranks
 # and sizes (one allocation, same timing method), and dtrain's bootstrap time next to bare
 # MPI_Init + MPI_Bcast.
@@ -35,7 +36,7 @@ while getopts "N:n:b:e:r:R:i:p:t:k:B:h" flag; do
     N) nodes=$OPTARG ;; n) ranks=$OPTARG ;; b) min=$OPTARG ;; e) max=$OPTARG ;;
     r) runs=$OPTARG ;; R) sweeps=$OPTARG ;; i) iters=$OPTARG ;; p) program_list=$OPTARG ;;
     t) target=$OPTARG ;; k) keep=$OPTARG ;; B) bindir=$OPTARG ;;
-    h) sed -n "2,$((usage_end - 1))p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) sed -n "3,$((usage_end - 1))p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "dtrain: compare_allreduce.sh: unknown option; see -h" >&2; exit 2 ;;
   esac
 done

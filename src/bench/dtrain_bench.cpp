@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-bench: nccl-tests' *_perf over dtrain's bootstrap and collective backends.
 #include <mpi.h>
 #include <unistd.h>

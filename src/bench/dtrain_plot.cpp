@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-plot: draws earlier results as an SVG line chart, with the same code as
 // dtrain-bench --plot (bench/plot.hpp), and without MPI, so that it runs anywhere.
 #include <CLI/CLI.hpp>

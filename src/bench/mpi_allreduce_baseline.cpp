@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-mpi-allreduce-baseline: a plain MPI_Allreduce loop (float, sum) over the same sizes
 // and with the same timing method as dtrain-bench, for side-by-side comparison.
 #include <mpi.h>

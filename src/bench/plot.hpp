@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Line charts as SVG text, for dtrain-bench --plot, dtrain-plot and
 // tests/trainer/scaling_figures.sh --plot: a log2 x axis (message size in bytes, or ranks) and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The inputs a chart is drawn from (bench/plot.hpp), read from text already in memory:
 //   - dtrain-bench --json output: busbw against size, one series per collective (and data type

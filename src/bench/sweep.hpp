@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Pure pieces of dtrain-bench and the MPI baseline: nccl-tests' size syntax and sweep, the
 // time average across ranks (-a), and the table the tools print.

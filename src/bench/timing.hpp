@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one timing method shared by dtrain-bench and the plain MPI baseline, so that their
 // numbers are comparable: barrier, `iters` back-to-back calls, wait for completion, divide;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Turns every rank's facts and the preflight outcomes into dtrain-check's report: per-node
 // summary, environment comparison and findings. Pure: plain data in, plain data out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-check: the doctor a user runs when training misbehaves. One process per rank
 // (srun --mpi=pmix --distributed-train dtrain-check); rank 0 prints what every node sees and
 // what it means. Exit status: 0 healthy, 1 problems found, 2 could not run.

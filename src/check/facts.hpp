@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What one rank of dtrain-check observed about itself and its node, as plain data, and its
 // JSON form (how ranks send it to rank 0). Pure.

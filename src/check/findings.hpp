@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // dtrain-check's findings: one table in code, used for the report and for the troubleshooting
 // section of README.md (dtrain-check --troubleshooting-markdown). Pure.

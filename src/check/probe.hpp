@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a rank of dtrain-check learns about itself and its node from the system: environment,
 // affinity, network interfaces, whether its ports are free, and the node's GPUs (hwloc).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // dtrain-check's report as a readable table and as JSON. Pure.
 

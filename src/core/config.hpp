@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The plugin's configuration: plugstack.conf arguments parsed once, unknown keys an error;
 // and the value of the user's --distributed-train option.

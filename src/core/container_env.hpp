@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the plugin tells container plugins that run beside it. pyxis (--container-image) starts a
 // node's container once, from the environment of the first task that reaches it, then copies

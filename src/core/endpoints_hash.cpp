@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Its own object file: the bootstrap checks DTRAIN_ENDPOINTS_HASH with this definition without
 // linking the planner (and libslurm's hostlist functions with it).
 #include <xxhash.h>

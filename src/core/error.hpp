@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Typed errors raised by the core. Every adapter (plugin, tools, bootstrap) catches
 // dtrain::Error at its boundary and reports what() prefixed with "dtrain:".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A heterogeneous step (srun A : B) as one world. Pure: the components' layouts in, the world
 // one node plans from out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Hostlist expansion through libslurm, so that zero padding ("node[001-003]") and several
 // bracket groups ("rack[1-2]-n[01-02]") behave exactly as in Slurm itself.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The step layout: which node runs which global rank. Pure: strings in, plain data out.
 

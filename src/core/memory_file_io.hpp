@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The I/O of memory files (core/memory_file.hpp says what they are): the task makes them in
 // task_init, as the job's user, and any reader checks them. Nothing is written to disk, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/net_io.hpp"
 
 #include <arpa/inet.h>

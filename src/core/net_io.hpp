@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The two pieces of network I/O the plugin needs: name resolution and a check that a
 // port can still be bound. Kept apart from the pure planning code.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The exact environment of every task of one node, assembled in one place: the rank-level
 // names, the binding, the framework rules that depend on the binding, and which values go to

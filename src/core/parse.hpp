@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Strict number and list parsing shared by every parser in dtrain: no locale, no
 // silent wrap-around, no leading '+' or '-', and error messages that quote the input.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Port planning. Endpoint port of a rank = endpoint_ports[local rank]; the master port is
 // outside that set. Identical on every node of a step, since it depends only on step-wide data.

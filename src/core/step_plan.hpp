@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Everything the plugin decides for one step on one node, computed once per node:
 // layout, node addresses, ports, endpoint list; then per-task environments derived from it.

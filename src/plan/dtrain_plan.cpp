@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-plan: prints, offline, the rank table and the exact environment each task of a
 // step would get from the plugin, using the plugin's own planning code: core::plan_step,
 // topology::bind_node and core::node_environment.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // dtrain-plan's view of topology binding: the same planning the plugin does on a node.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Text and JSON renderings of a step plan, for dtrain-plan.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Applies a planned CPU list to a task. Uses sched_setaffinity, not hwloc_set_cpubind: the
 // plan may come from a site XML, and hwloc refuses to bind with a topology it does not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/allowed_cpus.hpp"
 
 #include "topology/affinity_io.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The part of a node's topology that a confined step may use. On a shared node (task/cgroup,
 // or jobs that hold only some cores) the step's cpuset is smaller than the machine: shares must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The binding policy: which GPUs, NIC and CPUs each local task of a step gets. Pure: plain
 // NodeTopology in, plain BindingPlan out, no hwloc, deterministic.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How close two PCI devices are, with the classes of `nvidia-smi topo -m` and NCCL's path
 // types (best first):

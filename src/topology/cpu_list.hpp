@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // CPU lists: PU os indexes (the Linux CPU numbers used by sched_setaffinity and taskset),
 // kept ascending and unique, and their compact text form "0-13,112-125".

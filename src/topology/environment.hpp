@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The binding part of the per-task environment contract, as name/value pairs. The caller
 // (the SPANK plugin) decides whether to apply each one; it never overwrites a user's value.

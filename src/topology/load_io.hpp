@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // hwloc adapter: discovers a node's topology once and returns it as plain data.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/node_binding.hpp"
 
 #include "core/error.hpp"

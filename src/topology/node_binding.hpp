@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // From a node's topology and the step's GPU variables to what each local task is bound to:
 // its binding variables (as core::TaskBindingEnv, ready for core::node_environment) and its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One node's CPUs, GPUs and NICs as plain data: what the binding policy needs and nothing
 // hwloc-specific. load_topology() fills it from hwloc; tests may also write it by hand.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/pci_address.hpp"
 
 #include <charconv>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // PCI addresses (domain:bus:device.function). GPUs and NICs are keyed by their canonical
 // text form, lowercase with a 4-digit domain (0000:1b:00.0), never by an index.

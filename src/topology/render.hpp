@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Human and machine readable views of a topology and a binding plan (dtrain-plan).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/summary.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A node's topology as the binding policy needs it, in a small versioned JSON text. slurmd
 // writes it next to the cached hwloc XML; a step reads a few kilobytes instead of loading the

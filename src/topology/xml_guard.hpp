@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A pre-flight scan of hwloc topology XML for the inputs on which hwloc 2.9 (Debian 12)
 // aborts or dereferences NULL instead of returning an error. hwloc runs inside slurmd and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // DDP-style gradient bucketing (torch's compute_bucket_assignment_by_size): tensors are taken
 // in REVERSE registration order, since backward produces the last layer's gradients first; a

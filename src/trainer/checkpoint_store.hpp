@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Checkpoint files on disk. Layout of --checkpoint-dir:
 //   ckpt-<step>.dtc   the last two checkpoints (older ones are removed after a new one commits)

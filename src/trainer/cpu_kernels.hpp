@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Dense float kernels for the CPU path. Every loop has a fixed summation order, so results are
 // bitwise reproducible run to run (a resumed run must equal an uninterrupted one). Row-major;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The GPU engine: the same model and optimizer as the CPU engine, on one CUDA device, with
 // cuBLAS for the matrix products and small kernels for bias, ReLU, softmax cross-entropy and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A synthetic, learnable classification set: inputs are standard normal vectors, the label is
 // the argmax of a fixed random linear "teacher". Sample i is a pure function of (seed, i), so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where the model's math runs. The CPU engine keeps its buffers in host memory; the CUDA engine
 // (cuda_engine.hpp, built when CUDA is found) in device memory. The training loop only sees

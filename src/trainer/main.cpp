@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-trainer: data-parallel training of a multi-layer perceptron on a synthetic data set,
 // with DDP-style bucketed gradient all-reduce or DataParallel-style naive synchronisation,
 // atomic checkpoints and a throughput / step-time / memory summary.

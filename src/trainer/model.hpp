@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The model: a multi-layer perceptron (Linear -> ReLU -> ... -> Linear) with softmax
 // cross-entropy. Parameters live in ONE flat float buffer in registration order

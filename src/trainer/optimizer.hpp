@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // SGD (with optional momentum, torch.optim.SGD semantics) and Adam (torch.optim.Adam, no weight
 // decay) over flat buffers. The optimizer state is plain data so that checkpoints can carry it.

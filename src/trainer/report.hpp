@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Run statistics: the step-time breakdown, throughput, scaling efficiency and peak memory, as
 // text for rank 0's summary and as JSON for --json (the two carry the same fields).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Counter-based randomness: every random number is a pure function of (seed, stream, counters),
 // so any rank can regenerate any sample or parameter without sharing generator state, and the

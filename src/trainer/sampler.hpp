@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Sharding as torch.utils.data.DistributedSampler does it: each epoch the index list is
 // permuted with a generator seeded by (seed, epoch); when the set does not divide evenly, the

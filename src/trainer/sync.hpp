@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Gradient synchronisation and the small host-side collectives of the training loop.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The data-parallel training loop, written against the abstract Communicator and Engine so that
 // it runs unchanged over MPI, NCCL or a test's in-process communicator.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hot paths of the core: the whole-step layout, and the plugin's per-node work for a step
 // (layout, endpoints, ports, every local task's environment), driven offline.
 #include <benchmark/benchmark.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The bootstrap's phases against bare MPI_Init + MPI_Bcast at several rank counts on the local
 # cluster (not a test: it measures and prints). See --help.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks a PNG that rsvg-convert made from a dtrain chart: its size, that it is not blank, and
 that a curve's colour is in it. Decodes the PNG with zlib alone (no numpy or Pillow here).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Launch overhead of the plugin: `srun -N4 -n8 true` with and without --distributed-train,
 # alternated so both see the same machine noise. Prints both medians and their ratio.
 # Usage: launch_overhead.sh [ROUNDS] [srun options...]   (needs the cluster's env.sh sourced)

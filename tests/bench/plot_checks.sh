@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Renders the charts of dtrain-plot, dtrain-bench --plot or tests/trainer/scaling_figures.sh
 # --plot with rsvg-convert and checks the pictures (check_png.py): the size the SVG declares,
 # not blank, the first curve's colour present.
@@ -10,7 +11,7 @@
 # starts the same ranks under mpirun (no Slurm).
 set -euo pipefail
 
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '3,11s/^# \{0,1\}//p' "$0"; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
 (($# == 1)) || { usage >&2; exit 2; }
 case_name=$1

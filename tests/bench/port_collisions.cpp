@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How often derived ports collide on a shared node: the scheme core::plan_ports uses against the
 // one it replaced, colour = (job_id mod D) * 64 + step_id mod 64 (the baseline, kept here only to
 // be measured), side by side on the same draws. Prints what it measured; nothing is asserted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain_scale_step: one node's share of a very large step (12,500 nodes × 8 tasks by default),
 // planned offline through the plugin's own code path as user_init and task_init run it:
 // core::plan_step (layout, name resolution, ports, endpoint list), the port probe, the binding

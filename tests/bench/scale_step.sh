@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The figures of docs/scale.md: one node's share of a 12,500-node × 8-task step (100,000
 # ranks), planned by dtrain_scale_step through the plugin's own code, before and after
 # ip_max_nodes, with names resolved from a hosts file read once and, where this runs as root

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // busbw maths against hand-computed values (nccl-tests' GetBw and GetCollByteCount).
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic data and expected results; half/bfloat16 conversions.
 #include <gtest/gtest.h>
 

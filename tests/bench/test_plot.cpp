@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The chart writer (bench/plot.hpp) and what it reads (bench/plot_input.hpp). That the SVG
 // renders is checked by render_plot.sh with rsvg-convert.
 #include <gtest/gtest.h>

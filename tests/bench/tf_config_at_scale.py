@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks a TF_CONFIG that the plugin put in a memory file (TF_CONFIG_FILE) the way a TensorFlow
 program has to take it: TensorFlow reads TF_CONFIG only from the environment
 (tfconfig_cluster_resolver.py: json.loads(os.environ.get('TF_CONFIG', '{}'))), never from a file.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Cluster checks of the plugin's GPU/NIC/CPU binding: real srun steps with spank_dtrain.so loaded
 with topology= a fixture XML, checking every task's environment and the CPU affinity in force.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # End-to-end cases of dtrain's bootstrap and dtrain-bench, under mpirun (loopback, no Slurm) or
 # on the local Slurm cluster (srun --mpi=pmix).
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-bootstrap-sim: the bootstrap's agreement protocol (bootstrap/agreement.hpp) run for n
 // simulated ranks in one process (sim_fabric.hpp), with what each rank sent, received, decoded
 // and allocated. Prints one table per path (everyone agrees; a few ranks run another binary; a

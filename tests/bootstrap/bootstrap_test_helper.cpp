@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A second program for the bootstrap tests: a different executable (so the fingerprint check
 // has something to catch) and ranks that misbehave on purpose during the bootstrap.
 #include <dlfcn.h>

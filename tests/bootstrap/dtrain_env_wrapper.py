@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Test harness standing in for the SPANK plugin (srun --distributed-train) until it exists.
 
 Computes this task's DTRAIN_* variables from the launcher's own variables -- Slurm's SLURM_*

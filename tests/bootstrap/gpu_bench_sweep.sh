@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dtrain-bench over the NCCL backend: every collective, type and op, one rank per visible GPU
 # (up to 8), with the correctness check. Exits 77 (skipped) where no GPU is visible.
 set -uo pipefail

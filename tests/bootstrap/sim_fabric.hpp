@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // n ranks of the bootstrap's agreement protocol (bootstrap/agreement.hpp) in one process and
 // one thread: each rank's protocol is a coroutine over its own Fabric, and World runs them

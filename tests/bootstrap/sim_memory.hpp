@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Heap accounting per simulated rank: a program that links sim_memory.cpp replaces the global
 // operator new and delete, and every allocation made while an OwnerScope for rank r is active

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A step of n ranks for the simulation (sim_fabric.hpp): the plugin's variables as it sets them
 // for nodes of `ranks_per_node` ranks, a generated endpoint list (node addresses 10.x.y.z,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bootstrap's agreement protocol (bootstrap/agreement.hpp) for whole steps of simulated ranks
 // (sim_fabric.hpp): the success path, and every disagreement with the message the bootstrap has
 // always given for it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BackendBuffer on the host backend: what zero(bytes) clears and what it refuses.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where Open MPI's mpi_event_tick_rate may already be set (bootstrap/event_tick.hpp), and the
 // launcher's list of a node's ranks (bootstrap/pmix_placement.hpp).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL path on a real GPU: a one-rank bootstrap with the NCCL backend, every collective
 // through the same four-function tests as dtrain-bench, on device buffers. Skips (reported as
 // skipped by ctest) where no CUDA device is visible or dtrain was built without NCCL.

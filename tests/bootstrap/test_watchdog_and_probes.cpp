@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parts of the bootstrap's MPI adapter that need sockets and threads but not a running MPI:
 // the watchdog's early check and the connect probes behind the preflight and the absence check.
 #include <gtest/gtest.h>

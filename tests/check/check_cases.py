@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The expectations of tests/check/check_cases.sh on one run of dtrain-check on the local
 cluster: its exit status, its printed report and its JSON report (--json). check_cases.sh runs
 srun and passes what it produced; on a failure this prints the output and the JSON too.

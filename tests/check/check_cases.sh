@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dtrain-check on the local Slurm cluster (the plugin loaded through the cluster's plugstack.conf).
 #
 #   check_cases.sh CASE DTRAIN_CHECK
@@ -14,7 +15,7 @@
 set -uo pipefail
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,13p' "$0" | cut -c3-
+  sed -n '3,14p' "$0" | cut -c3-
   exit 0
 fi
 case_name=${1:?case}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-check's pure part: the findings table, the analysis of gathered facts, and rendering.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plumbing shared by the real-framework clients in tests/clients.
 
 Each client runs one framework's own initialisation with nothing but the environment the dtrain

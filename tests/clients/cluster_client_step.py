@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Cluster test: one real framework client as an 'srun --distributed-train=FRAMEWORK' step.
 
 The tasks get nothing but what the dtrain SPANK plugin exports for FRAMEWORK (plus

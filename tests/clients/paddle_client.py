@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PaddlePaddle client: paddle.distributed.init_parallel_env() on the plugin's PADDLE_* variables.
 
 Run with the venv made by setup_venv.sh (CPU paddlepaddle wheel from PyPI). init_parallel_env()

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Development harness: run a framework client as N local processes without Slurm.
 
 This is NOT the contract test. The contract tests run the clients through

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Creates (or reuses) the virtual environment holding the real PaddlePaddle and TensorFlow
 # clients that tests/clients runs against the plugin's exported environment.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TensorFlow client: MultiWorkerMirroredStrategy on the plugin's TF_CONFIG.
 
 Run with the venv made by setup_venv.sh (tensorflow-cpu wheel from PyPI). The strategy reads

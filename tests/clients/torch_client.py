@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch client: torch.distributed's own env:// initialisation on the plugin's variables.
 
 Run with Debian's python3-torch (/usr/bin/python3). Reads RANK, WORLD_SIZE, LOCAL_RANK,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Registration of tests that need the local Slurm cluster of slurm/local/cluster.sh.
 # Included from tests/CMakeLists.txt before its subdirectories, so every test folder can call
 # dtrain_add_cluster_test(); tests/cluster/CMakeLists.txt adds the cluster_up/cluster_down fixture.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Shell helpers shared by the cluster check scripts (sourced, not run).
 

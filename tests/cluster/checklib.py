@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Python cluster checks share: a failed expectation, the `dtrain: ok:` lines, and a
 main that runs one named check (imported, not run; tests/check adds this folder to sys.path).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks of the local Slurm cluster itself, on what tests/cluster/cluster_checks.sh captured:
 the bash script drives srun, sbatch and the cluster's daemons; this reads their output by name,
 prints what held as `dtrain: ok: ...` and fails with `dtrain: check failed: ...` naming the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks of the local Slurm cluster itself (slurm/local/cluster.sh): cluster_checks.sh CHECK
 # Runs with the cluster's env.sh sourced (see run_with_cluster_env.sh). Each check prints what it
 # saw and fails with a message naming the difference. This script drives srun, sbatch and the
@@ -6,7 +7,7 @@
 set -euo pipefail
 
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,5p' "$0" | cut -c3-
+  sed -n '3,6p' "$0" | cut -c3-
   echo "CHECK: wildcard-bind, network-lifecycle, block-layout, cyclic-layout, concurrent-jobs, up-idempotent, crash-recovery,"
   echo "       sbatch-steps MPI_CHECK, scancel-cleans-up, cpu-share, pmix-barrier CHECKER -N<n> -n<n> SLOW_RANK"
   exit 0

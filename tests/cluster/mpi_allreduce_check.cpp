@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks a real MPI job on the local cluster: an allreduce across all ranks gives the exact sum,
 // and the ranks run on as many distinct hosts as expected (each emulated node has its own
 // hostname, so a step that silently stayed on one node fails here).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks that a PMIx fence without data is a barrier across the nodes of a step, as Open MPI's
 // MPI_Init relies on: after the modex fence it calls a data-less fence so that no rank sends MPI
 // traffic to a peer that has not yet registered its receive callbacks.

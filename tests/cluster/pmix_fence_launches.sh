@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Counts failed MPI launches on the local cluster with each way of running Slurm's PMIx fences:
 #   pmix_fence_launches.sh [--launches N] [--load K] [--state-dir DIR] MPI_CHECK
 # For each of `--pmix-fence ring` and `--pmix-fence slurm-default` (slurm/local/cluster.sh), it
@@ -13,7 +14,7 @@ set -euo pipefail
 launches=150
 load=$(nproc)
 state_dir=""
-usage() { sed -n '2,10p' "$0" | cut -c3-; }
+usage() { sed -n '3,11p' "$0" | cut -c3-; }
 while (($#)); do
   case $1 in
     --launches | --load | --state-dir)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command with the client environment of a local cluster: run_with_cluster_env.sh STATE_DIR CMD...
 # The env file is written by `slurm/local/cluster.sh up` (the cluster_up fixture), so SLURM_CONF and the
 # loopback-only Open MPI settings are defined in one place.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by build_runtimes.sh and build_image.sh: messages, and the Debian packages they need.
 # shellcheck shell=bash
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the container image of the container tests, a Debian 12 (bookworm) root filesystem with
 # python3 and Debian's PyTorch, into a cache outside the clone, once per machine.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the container runtimes that sites run next to dtrain (NVIDIA enroot and its SPANK plugin
 # pyxis) from the third-party tarballs into a cache outside the clone, once per machine.
 #

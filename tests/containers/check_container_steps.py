@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Cluster checks of dtrain under the container runtimes sites use: pyxis + enroot
 (srun --container-image) and Charliecloud (srun ... ch-run IMAGE --).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The containers fixture: builds enroot, pyxis and the test image (cached outside the clone, see
 # build_runtimes.sh and build_image.sh), then starts the local cluster with enroot on slurmd's
 # PATH (pyxis runs the enroot it finds there) and a plugstack.conf that includes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Puts the licence identifier line "SPDX-License-Identifier: Apache-2.0" (https://spdx.org/licenses/)
 # at the top of every source file git tracks in a repository, in the file's comment syntax.
 #

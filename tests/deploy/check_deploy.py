@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Deployment checks on the local Slurm cluster.
 
 Usage:

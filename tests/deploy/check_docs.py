@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The documentation says what the code does: checks that fail when the two drift apart.
 
 Usage:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Renders man pages as man(1) shows them on an 80-column terminal and fails on any groff
 # warning, an empty page or a line wider than 80 columns: check_man_pages.sh PAGE...
 # PAGE may be gzip-compressed, as installed.

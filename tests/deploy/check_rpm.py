@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Builds the RPM with cpack in a build tree and checks it with rpm -qp, without installing it.
 
 Usage:

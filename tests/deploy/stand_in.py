@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Stands in for the program of an sbatch template (train.py, dtrain-check, ...): records the
 variables such a program reads, and its arguments, as one JSON file per task.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fault injection on the local Slurm cluster (issue 7): fault_checks.sh CHECK [ARGS...]
 # Runs with the cluster's env.sh sourced (run_with_cluster_env.sh) and the plugin loaded through
 # the cluster's plugstack.conf. Each check injects one fault, prints what it saw and fails with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank for dtrain's fault-injection tests: every rank runs the bootstrap and a loop of
 // all_reduce calls, except that the victim rank kills itself with SIGKILL at a chosen moment,
 // as a crash or the OOM killer would (no destructor, no MPI_Finalize, no message).

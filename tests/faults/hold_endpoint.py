@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs COMMAND; on the task whose DTRAIN_RANK is --rank, first listens on that task's own
 DTRAIN_CURRENT_ENDPOINT from this (foreign) process, as a stray server left on the node would.
 

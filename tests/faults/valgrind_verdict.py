@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Reads the memcheck logs of slurmstepd (slurm/local/cluster.sh --valgrind-stepd) and fails when an
 error's stack has a frame of dtrain's SPANK plugin.
 

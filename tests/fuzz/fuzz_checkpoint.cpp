@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the trainer's checkpoint reader, trainer::decode_checkpoint, which parses a .dtc
 // file read from --checkpoint-dir.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the step layout: hostlist expansion (libslurm), SLURM_STEP_TASKS_PER_NODE,
 // SLURM_DISTRIBUTION and SLURM_GTIDS, as slurmstepd hands them to user_init.
 //

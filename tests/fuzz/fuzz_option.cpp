@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the --distributed-train value: core::parse_frameworks directly, then the real SPANK
 // option callback registered by slurm_spank_init (spank_* fake), as srun and slurmstepd (as
 // root, in remote context) invoke it with the user's text.

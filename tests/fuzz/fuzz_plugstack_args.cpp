@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the plugstack.conf arguments: core::parse_plugin_args directly, then the same
 // arguments through the real slurm_spank_init (spank_* fake), which must accept exactly what
 // the parser accepts and report a refusal as one "dtrain:" error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What every fuzz target shares: a deterministic split of the input into text fields, and a
 // way to report a broken invariant as a crash that libFuzzer records with its input.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the hwloc adapter and the binding policy: the input is a hwloc XML file, loaded by
 // the real topology::load_topology (as the plugin does for topology=/path.xml), then planned
 // for several task counts and rendered as dtrain-plan prints it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leaks inside third-party libraries, compiled into every fuzz target so that a bare run of a
 // fuzzer reports only dtrain's own leaks. tests/lsan.supp lists the same libraries for the
 // sanitizer unit tests, which unwind slowly and can match hwloc's entry point; the fuzzers keep

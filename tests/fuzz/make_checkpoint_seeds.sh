@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Regenerates tests/fuzz/corpus/fuzz_checkpoint from real dtrain-trainer runs (one rank,
 # tiny models, so the seeds stay under 1 KiB). Rerun only when the checkpoint format changes.
 #   tests/fuzz/make_checkpoint_seeds.sh BUILD_DIR/src/trainer/dtrain-trainer

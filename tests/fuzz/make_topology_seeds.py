@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes tests/fuzz/corpus/fuzz_topology: the machines of tests/fixtures/topologies with two
 cores per socket or NUMA group (the I/O trees are kept whole), so that each seed is a few KiB
 and the fuzzer spends its time on the structure rather than on repeated cores; plus the same

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Longer fuzzing runs than CTest's (label fuzz, DTRAIN_FUZZ_SECONDS each): runs every fuzz
 # target, or the ones named, for SECONDS each over the committed seeds plus the corpus the
 # earlier runs grew in the build tree, then prints each target's executions and crashes from
@@ -19,7 +20,7 @@ all_targets="fuzz_layout fuzz_plugstack_args fuzz_option fuzz_topology fuzz_topo
 
 case "${1:-}" in
   -h | --help)
-    sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    sed -n '3,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 esac

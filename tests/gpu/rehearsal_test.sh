@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_device_check_rehearsal: device_check.sh on a machine without a GPU, reusing the ctest
 # build tree's GPU targets. It must pass the toolchain and build stages, find no device, skip
 # every stage that needs one with that reason, write its results and exit 3; bad usage exits 2

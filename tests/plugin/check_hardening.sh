@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Checks the hardening of a built spank_dtrain.so with readelf and nm (binutils):
 # exported symbols, RELRO + BIND_NOW, position independence, non-executable stack, stack
 # protector and FORTIFY. Prints one line per check; exits 1 when any check fails, 2 on usage.

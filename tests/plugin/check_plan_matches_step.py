@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """dtrain-plan against a live step: the offline plan, given the step's job and step ids, and the
 plan made inside the step with --from-env both print the table every task really got, rank by
 rank: node, host, local rank, endpoint, master address and port.

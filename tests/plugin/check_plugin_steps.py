@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Cluster checks of the SPANK plugin: runs real srun/sbatch steps with the plugin loaded and
 checks every task's environment against what Slurm really did.
 

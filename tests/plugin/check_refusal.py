@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Cluster checks of a step that the plugin refuses on one node: that node ends the whole step
 (issue 36), so no task anywhere runs the program, srun returns at once, and srun's output carries
 the refusing node's reason. Also the rule for a port of the step held by the user's own process.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs as one task of a step: records what the task really is and what the plugin exported.
 
 Usage: report_task_env.py [DIR]. With DIR (outside /tmp, which is private per node), writes one

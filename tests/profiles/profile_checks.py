@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads what tests/profiles/profile_checks.sh captured from the cluster of one site profile and
 holds the expectations on it: profile_checks.py CHECK FILES... (see --help). Exits 1 with
 `dtrain: check failed: ...` when an expectation does not hold."""

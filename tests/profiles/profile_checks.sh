@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Starts the local cluster with one site profile in a state directory of its own, shows that the
 # profile's feature is in effect, and takes the cluster down on exit:
 #   profile_checks.sh --state-dir DIR [--plugin SO --topology XML] PROFILE
@@ -28,7 +29,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,7p' "$0" | cut -c3-
+      sed -n '3,8p' "$0" | cut -c3-
       exit 0
       ;;
     -*) fail "unknown option '$1'; see --help" ;;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds Slurm 25.11 from the third-party tarball into a cache outside the clone, once per machine.
 #
 # The cluster tests run dtrain's plugin against a current Slurm as well as Debian's 22.05. Building

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the same steps on the Slurm 22.05 and the Slurm 25.11 cluster and compares what the tasks
 get from Slurm.
 

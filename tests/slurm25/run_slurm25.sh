@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command with the client environment of the Slurm 25.11 cluster:
 #   run_slurm25.sh STATE_DIR COMMAND [ARGS...]
 # Reports the fixture's skip (STATE_DIR/skipped) with exit status 77, and refuses to run when the

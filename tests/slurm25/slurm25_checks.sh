@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks specific to the Slurm 25.11 cluster (tests/slurm25): run through run_slurm25.sh, which
 # sources the cluster's env.sh. The plugin suite's own checks (tests/plugin, tests/clients) run
 # against this cluster unchanged; these cover what only a second Slurm version raises.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The slurm25 fixture: builds Slurm 25.11 (cached outside the clone), builds dtrain's plugin against
 # it, and starts a second local cluster on it. Exits 77 with "skipped: <reason>" when this machine
 # cannot build Slurm 25.11 at all (no source tarball, missing build packages), and records the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Compiles the SPANK plugin's translation units against one Slurm release's public headers.
 
 Usage:

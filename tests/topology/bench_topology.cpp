@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load + plan time for one node, as the SPANK plugin does once per node per step: from the hwloc
 // XML (topology=/path.xml, or slurmd's cached XML) or from slurmd's cached summary
 // (summary_and_plan: reading the file's text is left out, the page cache serves it).

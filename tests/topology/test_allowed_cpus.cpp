@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Planning inside a step's cpuset on a shared node.
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact bindings for the hand-written fixtures in tests/fixtures/topologies.
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which GPUs a step's tasks are bound to, from the GPU variables Slurm (gres) or the user left.
 
 #include <gtest/gtest.h>

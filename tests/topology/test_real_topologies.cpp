@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Facts about real hwloc captures published by other projects (DTRAIN_SHARED_TOPOLOGIES).
 
 #include <gtest/gtest.h>

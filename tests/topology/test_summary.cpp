@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The topology summary that slurmd caches for steps: every fixture survives the round trip
 // exactly, and anything else is refused with the file's name.
 #include <gtest/gtest.h>

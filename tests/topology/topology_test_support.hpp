@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Paths to the topology fixtures and a skip helper for the real captures
 // (DTRAIN_SHARED_TOPOLOGIES).

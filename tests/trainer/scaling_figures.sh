@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Throughput and memory figures of dtrain-trainer on the local Slurm cluster (not a test: it
 # measures and prints). See --help.
 set -euo pipefail

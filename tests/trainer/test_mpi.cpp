@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dtrain-trainer under mpirun on loopback (no Slurm): DDP on 4 ranks equals the single-process
 // reference, naive and dp (MPI_Gather to rank 0) equal DDP, every rank agrees on the parameter
 // hash, and a run resumed from a checkpoint ends bitwise where an uninterrupted one does.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The training loop end to end over the in-process communicator: DDP against the
 // single-process reference, naive and dp against DDP, hash agreement, and resume equivalence.
 

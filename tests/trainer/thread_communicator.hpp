@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // An in-process Communicator for tests: N threads, one per rank, exchanging through shared
 // memory. Every collective posts this rank's send pointer, meets the others at a barrier,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dtrain-trainer on the local Slurm cluster: trainer_cluster_checks.sh CHECK
 #   resume-after-kill  a batch job is interrupted twice mid-run (scontrol requeue, then scancel and
 #                      a fresh sbatch), resumes each time from the last complete checkpoint, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A thin fake of the spank_* and slurm_* functions the plugin calls, so the real SPANK
 // callbacks can be driven without Slurm. Each test configures `fake()` and resets it.

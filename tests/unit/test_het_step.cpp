@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heterogeneous steps as Slurm hands them to each node: components whose nodes do not sort in
 // component order, components left out by --het-group, and layout requests that fail.
 #include <gtest/gtest.h>

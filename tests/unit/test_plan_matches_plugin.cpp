@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One step through both of the plugin's consumers of the planner: the SPANK callbacks (with
 // the spank_* fake standing in for slurmstepd) and dtrain-plan --env all --json. Every task's
 // environment must be the same, variable for variable, binding and spilled values included.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heterogeneous steps through the real SPANK callbacks: slurmctld's answers come from the fake's
 // slurm_job_step_layout_get, the environment is what Slurm sets on each node.
 #include <gtest/gtest.h>

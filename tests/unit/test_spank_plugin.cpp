@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Drives the real SPANK callbacks through the spank_* fake.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

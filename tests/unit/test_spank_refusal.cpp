@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node that refuses a step ends it on every node (task_exit cancels it), and the rule for
 // a port of the step that the user's own process already holds: through the real SPANK callbacks
 // and the spank_* fake.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The benchmark's view of one collective, modelled on nccl-tests' `struct testColl`: four
 // functions (element counts, deterministic data with its expected result, bandwidth maths, run)
