@@ -7,26 +7,15 @@
 
 #include "spank/state.hpp"
 #include "spank_fake.hpp"
+#include "spank_test.hpp"
 
 using dtrain::testing::fake;
 using dtrain::testing::handle;
 
 namespace {
 
-class SpankHetStep : public ::testing::Test {
+class SpankHetStep : public dtrain::testing::SpankTest {
  protected:
-  void SetUp() override {
-    dtrain::testing::reset_fake();
-    dtrain::spank::state() = dtrain::spank::PluginState{};
-    ended_with() = -1;
-    dtrain::spank::state().end_task = [](int status) { ended_with() = status; };
-  }
-
-  static int& ended_with() {
-    static int status = -1;
-    return status;
-  }
-
   // srun -w gpu[1-2] -n4 : -w cpu1 -n1, seen from cpu1 (component 1, job 501): Slurm sorts
   // the step's lists, cpu1 first.
   void het_step_on_cpu1() {

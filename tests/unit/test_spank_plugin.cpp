@@ -12,6 +12,7 @@
 
 #include "spank/state.hpp"
 #include "spank_fake.hpp"
+#include "spank_test.hpp"
 #include "topology/load_io.hpp"
 #include "topology/summary.hpp"
 
@@ -26,21 +27,8 @@ int call_init(std::vector<std::string> args) {
   return slurm_spank_init(handle(), static_cast<int>(argv.size()), argv.data());
 }
 
-class SpankPlugin : public ::testing::Test {
+class SpankPlugin : public dtrain::testing::SpankTest {
  protected:
-  void SetUp() override {
-    dtrain::testing::reset_fake();
-    dtrain::spank::state() = dtrain::spank::PluginState{};
-    ended_with() = -1;
-    dtrain::spank::state().end_task = [](int status) { ended_with() = status; };
-  }
-
-  // The status a task that could not get its variables ended with; -1 while none ended.
-  static int& ended_with() {
-    static int status = -1;
-    return status;
-  }
-
   // node2 of `srun -N4 -n8`: 4,2,1(x2), so this node runs global ranks 4 and 5.
   void remote_step_on_node2() {
     fake().context = S_CTX_REMOTE;

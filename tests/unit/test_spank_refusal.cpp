@@ -19,6 +19,7 @@
 #include "core/ports.hpp"
 #include "spank/state.hpp"
 #include "spank_fake.hpp"
+#include "spank_test.hpp"
 
 using dtrain::testing::fake;
 using dtrain::testing::handle;
@@ -48,20 +49,8 @@ class Listener {
   bool ok_ = false;
 };
 
-class SpankRefusal : public ::testing::Test {
+class SpankRefusal : public dtrain::testing::SpankTest {
  protected:
-  void SetUp() override {
-    dtrain::testing::reset_fake();
-    dtrain::spank::state() = dtrain::spank::PluginState{};
-    ended_with() = -1;
-    dtrain::spank::state().end_task = [](int status) { ended_with() = status; };
-  }
-
-  static int& ended_with() {
-    static int status = -1;
-    return status;
-  }
-
   // Step 77.3 with two tasks on one node, localhost (127.0.0.1, which a one-node step may use).
   void one_node_step() {
     fake().context = S_CTX_REMOTE;
