@@ -4,6 +4,10 @@
 // and a task end that records its status instead of exiting the test program.
 
 #include <gtest/gtest.h>
+#include <slurm/slurm.h>
+
+#include <cstdint>
+#include <string>
 
 #include "spank/state.hpp"
 #include "spank_fake.hpp"
@@ -23,6 +27,22 @@ class SpankTest : public ::testing::Test {
   static int& ended_with() {
     static int status = -1;
     return status;
+  }
+
+  // task_init of local task `local_id`, whose S_TASK_GLOBAL_ID (the component's task id in a
+  // heterogeneous step) is `task_id`.
+  static int task(int local_id, std::uint32_t task_id) {
+    fake().task_id = local_id;
+    fake().items[S_TASK_GLOBAL_ID] = task_id;
+    return slurm_spank_task_init(handle(), 0, nullptr);
+  }
+
+  // Whether slurm_error logged a message containing `needle`.
+  static bool logged(const std::string& needle) {
+    for (const auto& e : fake().errors) {
+      if (e.find(needle) != std::string::npos) return true;
+    }
+    return false;
   }
 };
 

@@ -39,19 +39,6 @@ class SpankHetStep : public dtrain::testing::SpankTest {
     if (slurm_spank_init_post_opt(handle(), 0, nullptr) != 0) return -1;
     return slurm_spank_user_init(handle(), 0, nullptr);
   }
-
-  int task(int local_id, std::uint32_t component_task_id) {
-    fake().task_id = local_id;
-    fake().items[S_TASK_GLOBAL_ID] = component_task_id;
-    return slurm_spank_task_init(handle(), 0, nullptr);
-  }
-
-  bool logged(const std::string& needle) {
-    for (const auto& e : fake().errors) {
-      if (e.find(needle) != std::string::npos) return true;
-    }
-    return false;
-  }
 };
 
 }  // namespace

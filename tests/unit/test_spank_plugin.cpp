@@ -44,19 +44,6 @@ class SpankPlugin : public dtrain::testing::SpankTest {
     EXPECT_EQ(fake().options.size(), 1u);
     return fake().options.at(0)->cb(fake().options[0]->val, value, 1);
   }
-
-  int task(int local_id, std::uint32_t global) {
-    fake().task_id = local_id;
-    fake().items[S_TASK_GLOBAL_ID] = global;
-    return slurm_spank_task_init(handle(), 0, nullptr);
-  }
-
-  bool logged(const std::string& needle) {
-    for (const auto& e : fake().errors) {
-      if (e.find(needle) != std::string::npos) return true;
-    }
-    return false;
-  }
 };
 
 }  // namespace
