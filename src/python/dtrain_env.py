@@ -60,7 +60,7 @@ class MemoryFileError(RuntimeError):
     """A memory file the plugin exported cannot be read, or what was read is not it."""
 
 
-# --- XXH3-64 (xxHash 0.8, seed 0, default secret), as the plugin computes NAME_HASH ---------
+# --- XXH3_64bits (xxHash 0.8, its default secret), as the plugin computes NAME_HASH -----------
 
 _M64 = (1 << 64) - 1
 _M32 = (1 << 32) - 1
@@ -186,7 +186,7 @@ def _long(data):
 
 
 def xxh3_64(data):
-    """XXH3_64bits(data): xxHash's 64-bit XXH3 with seed 0 and the default secret."""
+    """XXH3_64bits(data): xxHash's 64-bit XXH3 with its default secret, as libxxhash computes it."""
     data = bytes(data)
     if len(data) <= 16:
         return _short(data)
