@@ -118,7 +118,8 @@ void check_busy_port(const core::StepPlan& plan, PluginState& st, std::uint16_t 
                     " binds it: the step stops here rather than fail with EADDRINUSE later. Fix: "
                     "end that process (an earlier step of yours that still runs?) and run the "
                     "step again (a new step id also gets other ports), or " +
-                    find_it + ", or let Slurm reserve each step's ports (MpiParams=ports=A-B in "
+                    find_it +
+                    ", or let Slurm reserve each step's ports (MpiParams=ports=A-B in "
                     "slurm.conf)");
   }
   st.node_warnings.push_back(where + ", " + what + ", " + held +
@@ -139,9 +140,12 @@ void check_busy_ports(const core::StepPlan& plan, PluginState& st) {
   }
 }
 
-topology::StepGpuVariables step_gpu_variables(spank_t sp, const core::PluginConfig& config) {
+topology::StepGpuVariables step_gpu_variables(spank_t sp, const PluginState& st,
+                                              const core::FrameworkSet& frameworks) {
+  const core::GpuView view = st.option_gpu_view.value_or(st.config.gpu_view);
   return {get_env(sp, "SLURM_STEP_GPUS"), get_env(sp, "SLURM_JOB_GPUS"),
-          get_env(sp, "CUDA_VISIBLE_DEVICES"), config.gpus_from_slurm_only};
+          get_env(sp, "CUDA_VISIBLE_DEVICES"), st.config.gpus_from_slurm_only,
+          core::node_gpu_view(view, frameworks)};
 }
 
 // A root-only cache file of at most 1 MiB.
@@ -297,7 +301,7 @@ void plan_node(spank_t sp) {
   clock.phase_done("port check");
 
   const auto local_tasks = static_cast<unsigned>(plan.layout.node_ranks[plan.node].size());
-  auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp, st.config));
+  auto binding = bind_local_tasks(st.config, local_tasks, step_gpu_variables(sp, st, frameworks));
   clock.phase_done("binding");
   for (const auto& note : binding.notes) log_verbose(note);
   // A site XML is the same file on every node, so its warnings are said once per step.

@@ -27,6 +27,20 @@ int on_distributed_train(int /*val*/, const char* optarg, int /*remote*/) noexce
   }
 }
 
+int on_gpu_view(int /*val*/, const char* optarg, int /*remote*/) noexcept {
+  try {
+    const std::string_view value = optarg ? optarg : "";
+    state().option_gpu_view = core::parse_gpu_view(value, "--distributed-train-gpu-view");
+    return 0;
+  } catch (const std::exception& e) {
+    log_error(e.what());
+    return -1;
+  } catch (...) {
+    log_error("--distributed-train-gpu-view: unexpected error");
+    return -1;
+  }
+}
+
 char kName[] = "distributed-train";
 char kArgInfo[] = "[FRAMEWORKS]";
 char kUsage[] =
@@ -37,13 +51,26 @@ char kUsage[] =
 struct spank_option distributed_train_option = {kName, kArgInfo, kUsage,
                                                 2,     0,        on_distributed_train};
 
+char kGpuViewName[] = "distributed-train-gpu-view";
+char kGpuViewArgInfo[] = "VIEW";
+char kGpuViewUsage[] =
+    "With --distributed-train, which GPUs a task given one GPU sees: node (the step's GPUs of "
+    "its node, device LOCAL_RANK its own), task (its own only, as device 0) or auto (node "
+    "unless only tf is exported); default: the site's gpu_view= in plugstack.conf, auto unless "
+    "set.";
+
+struct spank_option gpu_view_option = {kGpuViewName, kGpuViewArgInfo, kGpuViewUsage, 1, 0,
+                                       on_gpu_view};
+
 }  // namespace
 
 int register_options(spank_t sp) {
-  const spank_err_t rc = spank_option_register(sp, &distributed_train_option);
-  if (rc != ESPANK_SUCCESS) {
-    log_error(std::string("cannot register --distributed-train: ") + spank_strerror(rc));
-    return -1;
+  for (spank_option* option : {&distributed_train_option, &gpu_view_option}) {
+    const spank_err_t rc = spank_option_register(sp, option);
+    if (rc != ESPANK_SUCCESS) {
+      log_error(std::string("cannot register --") + option->name + ": " + spank_strerror(rc));
+      return -1;
+    }
   }
   return 0;
 }

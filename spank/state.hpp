@@ -25,6 +25,7 @@ struct PluginState {
   core::PluginConfig config;
   bool option_given = false;
   core::FrameworkSet option_frameworks;
+  std::optional<core::GpuView> option_gpu_view;  // --distributed-train-gpu-view
 
   // Filled by init_post_opt in slurmstepd, as root, for -m arbitrary and het steps only.
   std::string arbitrary_hosts;        // the host of every rank in rank order, from slurmctld

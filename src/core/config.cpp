@@ -50,7 +50,7 @@ std::string require_absolute_path(std::string_view key, std::string_view value) 
 FrameworkSet parse_frameworks(std::string_view text) {
   require_length(text, "framework list", 256);
   if (text.empty() || text == "all") return FrameworkSet{};
-  FrameworkSet set{false, false, false};
+  FrameworkSet set{false, false, false, false};
   for (auto name : split(text, ',')) {
     if (name == "torch" || name == "pytorch") {
       set.torch = true;
@@ -58,6 +58,8 @@ FrameworkSet parse_frameworks(std::string_view text) {
       set.paddle = true;
     } else if (name == "tf" || name == "tensorflow") {
       set.tf = true;
+    } else if (name == "jax") {
+      set.jax = true;
     } else if (name == "all") {
       set = FrameworkSet{};
     } else {
@@ -78,7 +80,35 @@ std::string to_string(const FrameworkSet& set) {
   add(set.torch, "torch");
   add(set.paddle, "paddle");
   add(set.tf, "tf");
+  add(set.jax, "jax");
   return out.empty() ? "none" : out;
+}
+
+GpuView parse_gpu_view(std::string_view text, std::string_view what) {
+  if (text == "auto") return GpuView::kAuto;
+  if (text == "node") return GpuView::kNode;
+  if (text == "task") return GpuView::kTask;
+  throw_invalid(std::string(what) + ": " + quote_for_error(text) +
+                " is not a GPU view; use one of " + std::string(kValidGpuViews) +
+                " (node: every task sees the step's GPUs of its node, device LOCAL_RANK its own; "
+                "task: each task sees its own GPUs only)");
+}
+
+std::string to_string(GpuView view) {
+  switch (view) {
+    case GpuView::kNode:
+      return "node";
+    case GpuView::kTask:
+      return "task";
+    case GpuView::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+bool node_gpu_view(GpuView view, const FrameworkSet& frameworks) {
+  if (view != GpuView::kAuto) return view == GpuView::kNode;
+  return frameworks.torch || frameworks.paddle || frameworks.jax;
 }
 
 PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
@@ -153,6 +183,8 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
                       " is not valid; use gpus=auto (default) or gpus=slurm");
       }
       config.gpus_from_slurm_only = value == "slurm";
+    } else if (key == "gpu_view") {
+      config.gpu_view = parse_gpu_view(value, "plugstack argument 'gpu_view'");
     } else if (key == "loopback") {
       if (value != "refuse" && value != "allow") {
         throw_invalid("plugstack argument 'loopback': " + quote_for_error(value) +

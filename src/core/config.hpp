@@ -15,16 +15,37 @@ struct FrameworkSet {
   bool torch = true;
   bool paddle = true;
   bool tf = true;
+  bool jax = true;
   bool operator==(const FrameworkSet&) const = default;
 };
 
-inline constexpr std::string_view kValidFrameworks = "torch, paddle, tf (or tensorflow), all";
+inline constexpr std::string_view kValidFrameworks = "torch, paddle, tf (or tensorflow), jax, all";
 
 // "" or "all" -> everything; otherwise a comma-separated list of framework names.
 FrameworkSet parse_frameworks(std::string_view text);
 std::string to_string(const FrameworkSet& set);
 
 enum class AddressMode { kAddress, kName };
+
+// Which GPUs a task that was given exactly one GPU sees (CUDA_VISIBLE_DEVICES):
+//   node: every GPU the step's tasks hold on the node, in local-rank order, so that device
+//         LOCAL_RANK is the task's own (PyTorch's `cuda:LOCAL_RANK`, torchrun-style code) and
+//         NCCL sees its peers' GPUs (NVLink detection, CUDA IPC: NVIDIA/nccl#1066, #129);
+//   task: its own GPU only, as device 0 (per-task isolation);
+//   auto: node when the step exports a family that picks its device by index (torch, paddle,
+//         jax), task for TensorFlow alone, whose MultiWorkerMirroredStrategy uses every GPU a
+//         worker sees.
+// A task given several GPUs, or one of several tasks sharing a GPU, always sees its own only.
+enum class GpuView { kAuto, kNode, kTask };
+
+inline constexpr std::string_view kValidGpuViews = "auto, node, task";
+
+// "auto", "node" or "task"; `what` names the input in the error.
+GpuView parse_gpu_view(std::string_view text, std::string_view what);
+std::string to_string(GpuView view);
+
+// Whether the step's tasks get the node view (auto resolved against the exported families).
+bool node_gpu_view(GpuView view, const FrameworkSet& frameworks);
 
 inline constexpr std::uint32_t kDefaultIpMaxNodes = 128;
 
@@ -76,6 +97,7 @@ struct PluginConfig {
   // gpus=slurm: only the GPUs in SLURM_STEP_GPUS are the step's (gres on shared nodes); auto:
   // also, where Slurm names no GPUs at all, a user's CUDA_VISIBLE_DEVICES or every GPU.
   bool gpus_from_slurm_only = false;
+  GpuView gpu_view = GpuView::kAuto;  // gpu_view=auto|node|task (a step may choose its own)
   // loopback=allow: a multi-node step may list 127.x endpoints (all nodes on one machine).
   bool allow_loopback = false;
   bool check_ports = true;  // check_ports=on|off: warn when a needed port is in use
@@ -83,7 +105,7 @@ struct PluginConfig {
 
 inline constexpr std::string_view kPluginKeys =
     "enable, frameworks, ports, port_block, address, ip_max_nodes, suffix, topology, "
-    "topology_cache, bind, gpus, loopback, check_ports";
+    "topology_cache, bind, gpus, gpu_view, loopback, check_ports";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

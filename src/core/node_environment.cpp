@@ -13,6 +13,18 @@ namespace {
 constexpr const char* kPaddleBackend = "PADDLE_DISTRI_BACKEND";
 constexpr const char* kPaddleSelectedGpus = "FLAGS_selected_gpus";
 
+constexpr const char* kJaxLocalDeviceIds = "JAX_LOCAL_DEVICE_IDS";
+constexpr const char* kTorchrunProcsPerNode = "PET_NPROC_PER_NODE";
+
+std::string device_list(const TaskBindingEnv& task) {
+  std::string list;
+  for (std::size_t i = 0; i < task.device_indices.size(); ++i) {
+    if (i != 0) list += ',';
+    list += std::to_string(task.device_indices[i]);
+  }
+  return list;
+}
+
 bool has_gpu(const NodeBindingEnv& binding, std::size_t local) {
   if (binding.tasks.empty() || binding.gpus_left_as_named) return binding.visible_devices_set;
   return local < binding.tasks.size() && binding.tasks[local].gpu_count > 0;
@@ -29,12 +41,28 @@ void add_paddle_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& bin
   }
   if (binding.tasks.empty() || binding.gpus_left_as_named) return;
   // FLAGS_selected_gpus indexes the devices the task sees.
-  std::string selected;
-  for (std::size_t i = 0; i < binding.tasks[local].gpu_count; ++i) {
-    if (i != 0) selected += ',';
-    selected += std::to_string(i);
+  env.push_back({kPaddleSelectedGpus, device_list(binding.tasks[local]), true});
+}
+
+// JAX restricts a process to JAX_LOCAL_DEVICE_IDS (jax/_src/distributed.py); without it, its
+// Slurm detection takes [SLURM_LOCALID] (jax/_src/clusters/cluster.py), which names another
+// task's GPU, or none, when a task sees its own GPU only.
+void add_jax_device_rules(std::vector<EnvVar>& env, const NodeBindingEnv& binding,
+                          std::size_t local) {
+  if (local >= binding.tasks.size() || binding.gpus_left_as_named) return;
+  if (binding.tasks[local].device_indices.empty()) return;
+  env.push_back({kJaxLocalDeviceIds, device_list(binding.tasks[local]), true});
+}
+
+// torchrun, started once per node, reads PET_NPROC_PER_NODE as --nproc-per-node's default
+// (torch/distributed/argparse_util.py env()): one worker per GPU the task holds.
+void add_torchrun_device_rules(std::vector<EnvVar>& env, const StepPlan& plan,
+                               const NodeBindingEnv& binding, std::size_t local) {
+  if (!one_task_per_node(plan) || local >= binding.tasks.size() || binding.gpus_left_as_named) {
+    return;
   }
-  env.push_back({kPaddleSelectedGpus, selected, true});
+  const std::size_t gpus = binding.tasks[local].gpu_count;
+  if (gpus > 0) env.push_back({kTorchrunProcsPerNode, std::to_string(gpus), true});
 }
 
 bool has_var(const std::vector<EnvVar>& task, const std::string& name) {
@@ -104,6 +132,8 @@ std::vector<EnvVar> unchecked_task_environment(const StepPlan& plan, std::uint32
     env.insert(env.end(), bound.begin(), bound.end());
   }
   if (plan.frameworks.paddle) add_paddle_device_rules(env, binding, local);
+  if (plan.frameworks.jax) add_jax_device_rules(env, binding, local);
+  if (plan.frameworks.torch) add_torchrun_device_rules(env, plan, binding, local);
   move_oversized_to_memory_files(env, moved);
   return env;
 }
@@ -134,6 +164,8 @@ std::vector<std::string> user_settable_names(const StepPlan& plan, const NodeBin
     }
   }
   if (plan.frameworks.paddle) names.insert({kPaddleBackend, kPaddleSelectedGpus});
+  if (plan.frameworks.jax) names.insert(kJaxLocalDeviceIds);
+  if (plan.frameworks.torch && one_task_per_node(plan)) names.insert(kTorchrunProcsPerNode);
   return {names.begin(), names.end()};
 }
 

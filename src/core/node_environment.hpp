@@ -17,6 +17,9 @@ namespace dtrain::core {
 struct TaskBindingEnv {
   std::vector<EnvVar> env;  // CUDA_VISIBLE_DEVICES, NCCL_IB_HCA, OMP_NUM_THREADS, ...
   std::size_t gpu_count = 0;
+  // Its own GPUs as CUDA device indices among those it sees (topology::TaskBinding): what
+  // DTRAIN_CUDA_DEVICE, FLAGS_selected_gpus and JAX_LOCAL_DEVICE_IDS point at.
+  std::vector<unsigned> device_indices;
 };
 
 struct NodeBindingEnv {

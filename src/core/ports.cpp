@@ -52,6 +52,7 @@ std::string frameworks_binding(const FrameworkSet& exported, StepPortKind kind) 
   if (kind == StepPortKind::kMaster) {
     if (exported.torch) names.emplace_back("PyTorch's TCPStore (MASTER_PORT)");
     if (exported.paddle) names.emplace_back("PaddlePaddle's TCPStore (PADDLE_MASTER)");
+    if (exported.jax) names.emplace_back("JAX's coordinator (JAX_COORDINATOR_ADDRESS)");
   } else {
     if (exported.tf) names.emplace_back("TensorFlow's worker server (TF_CONFIG)");
     if (exported.paddle) names.emplace_back("PaddlePaddle's trainer (PADDLE_CURRENT_ENDPOINT)");

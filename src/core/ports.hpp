@@ -77,7 +77,9 @@ inline constexpr std::uint32_t kDerivedPortMinRowWidth = 64;
 // holder; otherwise it is a warning. What binds what:
 //   master port, on rank 0's node: PyTorch's TCPStore server (MASTER_ADDR:MASTER_PORT, rank 0:
 //     torch/distributed/rendezvous.py, env://) and PaddlePaddle's (MASTER_ADDR:MASTER_PORT or
-//     PADDLE_MASTER, rank 0: python/paddle/distributed/parallel.py, init_parallel_env);
+//     PADDLE_MASTER, rank 0: python/paddle/distributed/parallel.py, init_parallel_env), JAX's
+//     coordinator (JAX_COORDINATOR_ADDRESS, process 0: jax/_src/distributed.py, binding [::]:port)
+//     and torchrun's static rendezvous store (PET_MASTER_PORT, node rank 0);
 //   endpoint port of a task: TensorFlow's gRPC server of each worker (its TF_CONFIG cluster
 //     entry) and PaddlePaddle's trainers (PADDLE_CURRENT_ENDPOINT: the NCCL id exchange of
 //     init_parallel_env's NCCLParallelContext, and rank 0's key-value server for Gloo).

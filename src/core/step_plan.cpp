@@ -211,6 +211,10 @@ std::string endpoint_of(const StepPlan& plan, std::uint32_t rank) {
   return with_port(plan.node_addresses[place.node], plan.ports.endpoint_ports[place.local_rank]);
 }
 
+bool one_task_per_node(const StepPlan& plan) {
+  return plan.layout.world_size() == plan.layout.node_count();
+}
+
 std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_rank) {
   const auto& place = plan.layout.ranks.at(global_rank);
   const std::string rank = std::to_string(global_rank);
@@ -225,7 +229,7 @@ std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_
   // Each value is copied into its variable once: in a large step the endpoint lists and
   // TF_CONFIG are megabytes, for every task of the node.
   std::vector<EnvVar> env;
-  env.reserve(34);  // every name below; node_environment adds the binding's
+  env.reserve(40);  // every name below; node_environment adds the binding's
   const auto add = [&env](const char* name, std::string value) {
     env.push_back({name, std::move(value)});
   };
@@ -252,6 +256,15 @@ std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_
     add("ROLE_WORLD_SIZE", world);
     add("MASTER_ADDR", plan.master_addr);
     add("MASTER_PORT", master_port);
+    if (one_task_per_node(plan)) {
+      // torchrun takes each option's default from PET_<OPTION> (torch/distributed/run.py with
+      // argparse_util.env): started once per node with no arguments, it forms the step's world
+      // with its static rendezvous on rank 0's node at the master port.
+      add("PET_NNODES", nnodes);
+      add("PET_NODE_RANK", node_rank);
+      add("PET_MASTER_ADDR", plan.master_addr);
+      add("PET_MASTER_PORT", master_port);
+    }
   }
   if (plan.frameworks.paddle) {
     add("PADDLE_TRAINER_ID", rank);
@@ -267,6 +280,12 @@ std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_
     add("PADDLE_MASTER", with_port(plan.master_addr, plan.ports.master));
   }
   if (plan.frameworks.tf) add("TF_CONFIG", tf_config_for(plan, global_rank));
+  if (plan.frameworks.jax) {
+    // jax.distributed.initialize() takes the coordinator from JAX_COORDINATOR_ADDRESS (process
+    // 0 serves it on that port) and the process count and id from SLURM_NTASKS and SLURM_PROCID
+    // (jax/_src/clusters/slurm_cluster.py), which are the step's world and rank.
+    add("JAX_COORDINATOR_ADDRESS", with_port(plan.master_addr, plan.ports.master));
+  }
   return env;
 }
 

@@ -88,6 +88,10 @@ bool is_loopback_address(const std::string& address);
 
 std::string endpoint_of(const StepPlan& plan, std::uint32_t rank);
 
+// Every node of the step runs exactly one task: the shape of a per-node launcher (torchrun),
+// which gets PET_* variables.
+bool one_task_per_node(const StepPlan& plan);
+
 // The rank-level variables of one task (DTRAIN_*, and the selected frameworks' names).
 std::vector<EnvVar> rank_environment(const StepPlan& plan, std::uint32_t global_rank);
 

@@ -41,6 +41,7 @@ struct Options {
   std::string resv_ports;
   std::string node_aliases;
   std::string frameworks;
+  std::string gpu_view;
   std::vector<std::string> plugstack_args;
   std::string env_ranks;  // "", "all" or a rank number
   std::string topology;
@@ -148,6 +149,9 @@ int run(const Options& opt) {
             env_value("CUDA_VISIBLE_DEVICES")};
   }
   gpus.slurm_only = config.gpus_from_slurm_only;
+  gpus.node_view = dtrain::core::node_gpu_view(
+      o.gpu_view.empty() ? config.gpu_view : dtrain::core::parse_gpu_view(o.gpu_view, "--gpu-view"),
+      frameworks);
   std::map<std::uint32_t, dtrain::core::NodeEnvironment> node_envs;
   auto environment_of = [&](std::uint32_t rank) -> const std::vector<dtrain::core::EnvVar>& {
     const auto& place = plan.layout.ranks[rank];
@@ -211,7 +215,10 @@ int main(int argc, char** argv) {
   app.add_option("--resv-ports", o.resv_ports, "Slurm reserved ports, e.g. 12000-12008");
   app.add_option("--node-aliases", o.node_aliases,
                  "SLURM_NODE_ALIASES of cloud nodes, name:addr:host,... (addresses used as given)");
-  app.add_option("--frameworks", o.frameworks, "torch,paddle,tf or all (default: all)");
+  app.add_option("--frameworks", o.frameworks, "torch,paddle,tf,jax or all (default: all)");
+  app.add_option("--gpu-view", o.gpu_view,
+                 "auto, node or task, as srun's --distributed-train-gpu-view (default: the "
+                 "plugstack's gpu_view=, auto)");
   app.add_option("--plugstack-args", o.plugstack_args,
                  "plugstack.conf arguments (key=value), e.g. address=name ports=30000-39999")
       ->expected(0, -1);

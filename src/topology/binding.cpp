@@ -310,6 +310,41 @@ std::map<std::size_t, NicAssignment> choose_nics(const NodeTopology& topology,
   return result;
 }
 
+std::string join_numbers(const std::vector<unsigned>& numbers) {
+  std::string text;
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (i != 0) text += ',';
+    text += std::to_string(numbers[i]);
+  }
+  return text;
+}
+
+// CUDA_VISIBLE_DEVICES and the device indices of every task (see BindingRequest::node_view). The
+// node view needs one GPU per task and no GPU shared: then the list is the same for every task,
+// and CUDA's device `local_rank` is the task's own.
+void assign_views(BindingPlan& plan, bool node_view) {
+  std::vector<unsigned> one_each;
+  for (const TaskBinding& task : plan.tasks) {
+    if (task.gpu_numbers.size() != 1) break;
+    one_each.push_back(task.gpu_numbers.front());
+  }
+  std::vector<unsigned> distinct = one_each;
+  std::sort(distinct.begin(), distinct.end());
+  const bool node = node_view && one_each.size() == plan.tasks.size() &&
+                    std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
+  const std::string node_list = node ? join_numbers(one_each) : std::string();
+  for (TaskBinding& task : plan.tasks) {
+    task.device_indices.clear();
+    if (node) {
+      task.cuda_visible_devices = node_list;
+      task.device_indices.push_back(task.local_rank);
+      continue;
+    }
+    task.cuda_visible_devices = join_numbers(task.gpu_numbers);
+    for (unsigned i = 0; i < task.gpu_numbers.size(); ++i) task.device_indices.push_back(i);
+  }
+}
+
 void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
                const std::vector<std::size_t>& selected, BindingPlan& plan) {
   const std::vector<std::size_t> order = domain_major(topology, selected);
@@ -336,6 +371,9 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
   const std::vector<std::size_t> visible = request.numbering == GpuNumbering::kAllowedOnly
                                                ? selected
                                                : pci_sorted_indices(topology.gpus);
+  const auto number_of = [&](std::size_t g) {
+    return static_cast<unsigned>(std::find(visible.begin(), visible.end(), g) - visible.begin());
+  };
   const auto nic_of = choose_nics(topology, order);
   if (nic_of.empty()) {
     plan.warnings.push_back("topology " + topology.source +
@@ -361,12 +399,10 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
     std::sort(gpus_of[t].begin(), gpus_of[t].end(), [&](std::size_t a, std::size_t b) {
       return pci_order_less(topology.gpus[a].bus_id, topology.gpus[b].bus_id);
     });
-    std::vector<std::string> numbers;
     for (std::size_t g : gpus_of[t]) {
       const Gpu& gpu = topology.gpus[g];
       task.gpu_bus_ids.push_back(gpu.bus_id);
-      const auto pos = std::find(visible.begin(), visible.end(), g) - visible.begin();
-      numbers.push_back(std::to_string(pos));
+      task.gpu_numbers.push_back(number_of(g));
       if (const auto it = nic_of.find(g); it != nic_of.end()) {
         const Nic& nic = topology.nics[it->second.nic];
         const bool seen = std::any_of(task.nics.begin(), task.nics.end(),
@@ -385,8 +421,8 @@ void plan_gpus(const NodeTopology& topology, const BindingRequest& request,
       auto& list = users[static_cast<std::size_t>(d - domains.begin())];
       if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
     }
-    task.cuda_visible_devices = join(numbers, ",");
   }
+  assign_views(plan, request.node_view);
 
   // A GPU whose domain has no CPU (none described, or none in the step's cpuset): splitting
   // "all CPUs" for its tasks would overlap the other domains' shares, so every task's CPUs come

@@ -53,6 +53,11 @@ struct BindingRequest {
   // Setting both allowed_gpu_bus_ids and allowed_gpu_indices is an error.
   std::optional<std::vector<unsigned>> allowed_gpu_indices;
   GpuNumbering numbering = GpuNumbering::kAllowedOnly;
+  // The node view (core::GpuView): when every task gets exactly one GPU, each task's
+  // CUDA_VISIBLE_DEVICES lists all the tasks' GPUs in local-rank order, so that device
+  // `local_rank` is its own. Otherwise (several GPUs per task, several tasks per GPU) each task
+  // sees its own GPUs only, whatever this says.
+  bool node_view = false;
 };
 
 struct NicChoice {
@@ -67,7 +72,12 @@ struct TaskBinding {
   unsigned local_rank = 0;
   std::vector<std::string> gpu_bus_ids;  // PCI order; empty for a CPU-only task
   std::string cuda_visible_devices;      // in the task's own numbering; empty when no GPU
-  std::vector<NicChoice> nics;           // distinct NICs of its GPUs, in GPU order
+  // The task's own GPUs as CUDA device indices, i.e. positions in cuda_visible_devices:
+  // {local_rank} in the node view, {0, 1, ...} otherwise. PCI order, like gpu_bus_ids.
+  std::vector<unsigned> device_indices;
+  // The task's own GPUs in the request's numbering (the numbers cuda_visible_devices is made of).
+  std::vector<unsigned> gpu_numbers;
+  std::vector<NicChoice> nics;  // distinct NICs of its GPUs, in GPU order
   // Every NIC closest to some GPU of the node, PCI order; the same for every GPU task of the
   // node (closeness is not meaningful here). Empty for a CPU-only task.
   std::vector<NicChoice> node_nics;

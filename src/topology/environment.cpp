@@ -46,6 +46,9 @@ std::vector<EnvVar> binding_environment(const TaskBinding& task) {
     std::string bus_ids;
     for (const std::string& bus_id : task.gpu_bus_ids) append(bus_ids, bus_id);
     env.emplace_back("DTRAIN_GPU_BUS_IDS", bus_ids);
+    if (!task.device_indices.empty()) {
+      env.emplace_back("DTRAIN_CUDA_DEVICE", std::to_string(task.device_indices.front()));
+    }
   }
   return env;
 }

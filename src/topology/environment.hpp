@@ -13,7 +13,8 @@ namespace dtrain::topology {
 
 using EnvVar = std::pair<std::string, std::string>;
 
-// For a task with GPUs: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID, DTRAIN_GPU_BUS_IDS;
+// For a task with GPUs: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID, DTRAIN_GPU_BUS_IDS,
+// DTRAIN_CUDA_DEVICE (the CUDA device index of its first own GPU among those it sees);
 // NCCL_IB_HCA from the node's fabric HCAs, identical for every task of the node
 // ("=mlx5_0:1,mlx5_1:1": '=' asks NCCL for exact names; ":port" only when the port is known);
 // from the task's own nearest NICs: UCX_NET_DEVICES ("mlx5_0:1", only HCAs with a known port),

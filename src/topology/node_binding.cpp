@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "topology/node_binding.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "topology/allowed_cpus.hpp"
 #include "topology/binding.hpp"
@@ -79,16 +81,34 @@ NodeBinding bind_node(const NodeTopology& whole_node, unsigned local_tasks,
   if (local_tasks == 0) return out;
   BindingRequest request;
   request.local_tasks = local_tasks;
+  request.node_view = gpus.node_view;
   const bool slurm_set_visible_devices = apply_gpu_limits(gpus, request, out.notes);
+  // A CUDA_VISIBLE_DEVICES the user set is kept as it is, so the tasks see the GPUs it lists, in
+  // its order, and their devices are their GPUs' positions there.
+  std::optional<std::vector<unsigned>> kept_user_list;
+  if (gpus.cuda_visible_devices && !slurm_set_visible_devices) {
+    try {
+      kept_user_list = parse_gpu_index_list(*gpus.cuda_visible_devices, "CUDA_VISIBLE_DEVICES");
+    } catch (const Error&) {
+    }
+  }
   // The step holds GPUs that the topology cannot name; it has none when nothing names any.
   out.env.gpus_left_as_named = request.allowed_gpu_indices &&
                                request.allowed_gpu_indices->empty() &&
                                gpus.cuda_visible_devices.has_value();
   const auto plan = plan_binding(topology, request);
   out.warnings.insert(out.warnings.end(), plan.warnings.begin(), plan.warnings.end());
-  for (const auto& task : plan.tasks) {
+  for (auto task : plan.tasks) {
+    if (kept_user_list && !task.gpu_numbers.empty()) {
+      task.device_indices.clear();
+      for (const unsigned number : task.gpu_numbers) {
+        const auto at = std::find(kept_user_list->begin(), kept_user_list->end(), number);
+        task.device_indices.push_back(static_cast<unsigned>(at - kept_user_list->begin()));
+      }
+    }
     core::TaskBindingEnv bound;
     bound.gpu_count = task.gpu_bus_ids.size();
+    bound.device_indices = task.device_indices;
     for (auto& [name, value] : binding_environment(task)) {
       // Slurm's own CUDA_VISIBLE_DEVICES is replaced by the task's share; a user's is kept.
       const bool from_slurm = name == "CUDA_VISIBLE_DEVICES" && slurm_set_visible_devices;

@@ -20,6 +20,7 @@ struct StepGpuVariables {
   std::optional<std::string> job_gpus;              // SLURM_JOB_GPUS
   std::optional<std::string> cuda_visible_devices;  // CUDA_VISIBLE_DEVICES
   bool slurm_only = false;  // gpus=slurm: without SLURM_STEP_GPUS the step holds no GPU
+  bool node_view = false;   // core::node_gpu_view for this step (BindingRequest::node_view)
 };
 
 struct NodeBinding {

@@ -32,7 +32,7 @@ SKIPPED = 77
 
 BINDING_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_IB_HCA", "UCX_NET_DEVICES",
                  "NCCL_SOCKET_IFNAME", "DTRAIN_NIC", "OMP_NUM_THREADS", "DTRAIN_CPU_LIST",
-                 "DTRAIN_GPU_BUS_IDS")
+                 "DTRAIN_GPU_BUS_IDS", "DTRAIN_CUDA_DEVICE")
 # NCCL_IB_HCA on a DGX H100: one value for every task, the eight compute HCAs, not the storage pair.
 DGX_FABRIC = "=" + ",".join(f"mlx5_{i}:1" for i in range(8))
 # Inputs of the binding that must come only from what a check sets.
@@ -155,8 +155,10 @@ def check_dgx_eight():
     for t in tasks:
         local = int(t["SLURM_LOCALID"])
         first = 14 * local
+        # The node view: every task sees the 8 GPUs, device LOCAL_RANK its own.
         want = {
-            "CUDA_VISIBLE_DEVICES": str(local),
+            "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+            "DTRAIN_CUDA_DEVICE": str(local),
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "NCCL_IB_HCA": DGX_FABRIC,
             "DTRAIN_NIC": f"mlx5_{local}:1",
@@ -179,7 +181,19 @@ def check_dgx_eight():
     # step's CPUs and tasks share them.
     check_nothing_else_warned(stderr, allow=(UNCHANGED, "has none of the CPUs the step may use",
                                              "some tasks get the same CPU") if confined else (UNCHANGED,))
-    print("dtrain: ok: DGX XML, 2x8 tasks: GPU t, DTRAIN_NIC mlx5_t, NCCL_IB_HCA mlx5_0-7 on every task, " +
+    # The same step with per-task isolation chosen for it: device 0 is each task's own GPU.
+    with plugstack_args(f"topology={DGX}", QUIET_PORTS):
+        isolated, _ = bound_step(args + ["--distributed-train-gpu-view=task"], env, allowed)
+    check_step(isolated)
+    for t in isolated:
+        local = int(t["SLURM_LOCALID"])
+        for name, value in (("CUDA_VISIBLE_DEVICES", str(local)), ("DTRAIN_CUDA_DEVICE", "0"),
+                            ("DTRAIN_NIC", f"mlx5_{local}:1")):
+            expect(t.get(name) == value, f"--distributed-train-gpu-view=task: rank {t['SLURM_PROCID']} "
+                                         f"(local {local}): {name}={t.get(name)!r}, expected {value!r}")
+    print("dtrain: ok: DGX XML, 2x8 tasks: all 8 GPUs visible, device t = GPU t (t = LOCAL_RANK), "
+          "DTRAIN_NIC mlx5_t, NCCL_IB_HCA mlx5_0-7 on every task; with "
+          "--distributed-train-gpu-view=task, GPU t alone as device 0; " +
           ("CPUs inside the step's cpuset" if confined else "cores 14t.. and 112+14t..") +
           ", affinity = plan ∩ allowed CPUs")
 
@@ -193,7 +207,8 @@ def check_restricted_gpus():
     args = ["-N2", "--ntasks-per-node=3"]
     # Slurm's gres sets SLURM_STEP_GPUS to node indices; with ConstrainDevices the task sees only
     # those GPUs and CUDA_VISIBLE_DEVICES is renumbered from 0.
-    cases = {"constrained": ("0,1,2", ["0", "1", "2"]), "unconstrained": ("2,3,6", ["2", "3", "6"])}
+    # One GPU per task: every task sees the step's three (node view), device LOCAL_RANK its own.
+    cases = {"constrained": ("0,1,2", "0,1,2"), "unconstrained": ("2,3,6", "2,3,6")}
     with plugstack_args(f"topology={DGX}", QUIET_PORTS):
         allowed = allowed_cpus(args, step_environment())
         for case, (visible, expected) in cases.items():
@@ -203,7 +218,8 @@ def check_restricted_gpus():
             for t in tasks:
                 local = int(t["SLURM_LOCALID"])
                 hca, cpus, threads = RESTRICTED[local]
-                want = {"CUDA_VISIBLE_DEVICES": expected[local], "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                want = {"CUDA_VISIBLE_DEVICES": expected, "DTRAIN_CUDA_DEVICE": str(local),
+                        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                         "NCCL_IB_HCA": DGX_FABRIC, "DTRAIN_NIC": f"{hca}:1", "DTRAIN_CPU_LIST": cpus,
                         "OMP_NUM_THREADS": threads}
                 for name, value in want.items():
@@ -212,7 +228,8 @@ def check_restricted_gpus():
                            f"(local {local}): {name}={t.get(name)!r}, expected {value!r}")
             check_affinity(tasks, allowed, stderr)
             check_nothing_else_warned(stderr)
-    print("dtrain: ok: SLURM_STEP_GPUS=2,3,6 gives GPUs 0,1,2 when constrained and 2,3,6 when not")
+    print("dtrain: ok: SLURM_STEP_GPUS=2,3,6 gives every task GPUs 0,1,2 when constrained and 2,3,6 "
+          "when not, device LOCAL_RANK its own (HCA and CPUs of that GPU)")
 
 
 def check_xml_affinity_applied():
@@ -227,7 +244,8 @@ def check_xml_affinity_applied():
     check_step(tasks)
     for t in tasks:
         local = int(t["SLURM_LOCALID"])
-        want = {"CUDA_VISIBLE_DEVICES": str(local), "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
+        want = {"CUDA_VISIBLE_DEVICES": "0,1", "DTRAIN_CUDA_DEVICE": str(local),
+                "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
                 "DTRAIN_NIC": f"mlx5_{local}:1",
                 "NCCL_SOCKET_IFNAME": f"=ib{local}", "DTRAIN_CPU_LIST": str(local),
                 "OMP_NUM_THREADS": "1", "cpus_allowed": str(local)}
@@ -343,12 +361,25 @@ def check_step_gpus_gres():
     want = sorted(bus_ids[int(i)] for i in step_gpus.split(","))
     got = sorted(t.get("DTRAIN_GPU_BUS_IDS", "") for t in with_gpus)
     expect(got == want, f"SLURM_STEP_GPUS={step_gpus}: the tasks were bound to {got}, not {want}")
+    # The node view of a real gres allocation: each task sees the step's two GPUs (numbered on
+    # the node, or from 0 where Slurm's cgroup hides the rest) and device LOCAL_RANK is its own.
+    own = sorted(int(i) for i in step_gpus.split(","))
+    for t in with_gpus:
+        numbers = [int(i) for i in t.get("CUDA_VISIBLE_DEVICES", "").split(",") if i]
+        seen = [bus_ids[n] if sorted(numbers) == own else bus_ids[own[n]] for n in numbers]
+        device = int(t.get("DTRAIN_CUDA_DEVICE", "-1"))
+        expect(sorted(seen) == want and device == int(t["SLURM_LOCALID"]) and
+               seen[device] == t.get("DTRAIN_GPU_BUS_IDS"),
+               f"rank {t['SLURM_PROCID']}: CUDA_VISIBLE_DEVICES={t.get('CUDA_VISIBLE_DEVICES')!r} "
+               f"DTRAIN_CUDA_DEVICE={device} does not name its GPU {t.get('DTRAIN_GPU_BUS_IDS')} "
+               f"among the step's {want}")
     expect_no_gpu(without, "srun --gres=none in a GPU job")
     # gpus=slurm: a job that asked for no GPU gets none, although the node has four.
     with plugstack_args(*cluster_plugstack_args(), QUIET_PORTS, "gpus=slurm"):
         (plain,) = batch_steps(["-w", "node1", "-N1", "-n2"], [["-n2"]])
     expect_no_gpu(plain, "gpus=slurm, a job without GPUs")
-    print(f"dtrain: ok: gres: SLURM_STEP_GPUS={step_gpus} bound {want}; srun --gres=none and, with "
+    print(f"dtrain: ok: gres: SLURM_STEP_GPUS={step_gpus} bound {want}, both visible to each task, "
+          "device LOCAL_RANK its own; srun --gres=none and, with "
           "gpus=slurm, a job without GPUs got no GPU, NIC or CUDA variable")
 
 

@@ -121,6 +121,40 @@ def check_gpu_bus_ids(args):
     expect_equal("GPUs bound by the node's tasks", sorted(seen), expected)
 
 
+def check_gpu_view(args):
+    """Two concurrent jobs on one node (lines 'LOCALID STEP_GPUS VISIBLE DEVICE BUS_ID'), each of
+    one-GPU tasks: every task sees exactly its job's GPUs (the node view), its DTRAIN_CUDA_DEVICE
+    is its local rank, and the entry there is the GPU it was bound to (DTRAIN_GPU_BUS_IDS, which
+    its CPUs and NIC follow); the two jobs' GPUs are disjoint."""
+    node_gpus = sorted(gpu_bus_ids(args.topology))
+    held = []
+    for path in (args.first, args.second):
+        with open(path) as f:
+            lines = [line.split() for line in f if line.strip()]
+        expect(len(lines) == 2 and all(len(fields) == 5 for fields in lines),
+               f"{path}: expected two task lines of 5 fields, got {lines}")
+        step_gpus = sorted({fields[1] for fields in lines})
+        expect(len(step_gpus) == 1, f"{path}: the tasks report different SLURM_STEP_GPUS {step_gpus}")
+        own = [int(i) for i in step_gpus[0].split(",")]
+        expect(len(own) == 2, f"{path}: SLURM_STEP_GPUS={step_gpus[0]} is not two GPUs")
+        for local, _, visible, device, bus_id in lines:
+            numbers = [int(i) for i in visible.split(",")]
+            # Numbered on the whole node when Slurm lists the step's node indices, else renumbered
+            # from 0 among the step's GPUs (ConstrainDevices).
+            on_node = sorted(numbers) == sorted(own)
+            seen = [node_gpus[n] if on_node else node_gpus[sorted(own)[n]] for n in numbers]
+            expect(sorted(seen) == sorted(node_gpus[i] for i in own),
+                   f"{path}: task {local} sees {seen}, not exactly its job's GPUs")
+            expect(device == local, f"{path}: task {local} has DTRAIN_CUDA_DEVICE={device}")
+            expect(seen[int(device)] == bus_id,
+                   f"{path}: task {local}: entry {device} of CUDA_VISIBLE_DEVICES={visible} is "
+                   f"{seen[int(device)]}, but it was bound to {bus_id}")
+        held.append({node_gpus[i] for i in own})
+    expect(held[0].isdisjoint(held[1]), f"the two jobs share GPUs {sorted(held[0] & held[1])}")
+    print(f"dtrain: ok: two concurrent jobs see only their own GPUs {sorted(held[0])} and "
+          f"{sorted(held[1])}; device LOCAL_RANK is each task's bound GPU")
+
+
 def main():
     parser, checks = new_parser(__doc__)
     add_check(checks, "disjoint-cpus", check_disjoint_cpus, check_disjoint_cpus.__doc__,
@@ -133,6 +167,8 @@ def main():
               arg("--other"))
     add_check(checks, "gpu-bus-ids", check_gpu_bus_ids, check_gpu_bus_ids.__doc__,
               arg("bus_ids"), arg("--topology", required=True), arg("--gpus", type=int, required=True))
+    add_check(checks, "gpu-view", check_gpu_view, check_gpu_view.__doc__,
+              arg("first"), arg("second"), arg("--topology", required=True))
     run_check(parser)
 
 

@@ -269,6 +269,13 @@ check_gres() {
     run_job "$work_dir/bus-ids" -w node1 -N1 --ntasks-per-node=2 --gpus-per-node=4 --distributed-train \
       bash -c 'echo "$SLURM_PROCID ${DTRAIN_GPU_BUS_IDS:-none}"'
     profile_checks_py gpu-bus-ids "$work_dir/bus-ids" --topology "$topology" --gpus 4
+    # The GPU view: two jobs of two one-GPU tasks each on node1 at once; every task sees its
+    # job's two GPUs, device LOCAL_RANK its own, and never the other job's.
+    # shellcheck disable=SC2016 # expanded by each task
+    concurrently view-first view-second \
+      'echo "$SLURM_LOCALID ${SLURM_STEP_GPUS:-unset} ${CUDA_VISIBLE_DEVICES:-unset} ${DTRAIN_CUDA_DEVICE:-unset} ${DTRAIN_GPU_BUS_IDS:-unset}"' \
+      -w node1 -N1 -n2 --gpus=2 --distributed-train
+    profile_checks_py gpu-view "$work_dir/view-first" "$work_dir/view-second" --topology "$topology"
   fi
 }
 

@@ -51,6 +51,7 @@ TEST(BindingEnvironment, DgxTaskGetsTheWholeContract) {
       {"OMP_NUM_THREADS", "14"},
       {"DTRAIN_CPU_LIST", "70-83,182-195"},
       {"DTRAIN_GPU_BUS_IDS", "0000:c3:00.0"},
+      {"DTRAIN_CUDA_DEVICE", "0"},
   };
   EXPECT_EQ(binding_environment(p.tasks[5]), expected);
 }
@@ -68,6 +69,7 @@ TEST(BindingEnvironment, ListsEveryNicOfAMultiGpuTask) {
       {"OMP_NUM_THREADS", "56"},
       {"DTRAIN_CPU_LIST", "56-111,168-223"},
       {"DTRAIN_GPU_BUS_IDS", "0000:9d:00.0,0000:c3:00.0,0000:d1:00.0,0000:df:00.0"},
+      {"DTRAIN_CUDA_DEVICE", "0"},
   };
   EXPECT_EQ(env, expected);
 }

@@ -27,13 +27,14 @@ TEST(PluginConfig, DefaultsAreSensible) {
   EXPECT_EQ(c.ports.first, 20000);
   EXPECT_TRUE(c.bind);
   EXPECT_FALSE(c.gpus_from_slurm_only);
+  EXPECT_EQ(c.gpu_view, GpuView::kAuto);
 }
 
 TEST(PluginConfig, ParsesEveryKey) {
   const auto c = parse_plugin_args({"enable=always", "frameworks=torch,tf", "ports=30000-31023",
                                     "port_block=16", "address=name", "ip_max_nodes=4096",
                                     "suffix=-ib", "topology=/etc/dtrain/dgx.xml", "bind=off",
-                                    "gpus=slurm", "check_ports=no"});
+                                    "gpus=slurm", "gpu_view=task", "check_ports=no"});
   EXPECT_TRUE(c.enabled_by_default);
   EXPECT_TRUE(c.frameworks.torch);
   EXPECT_FALSE(c.frameworks.paddle);
@@ -47,6 +48,7 @@ TEST(PluginConfig, ParsesEveryKey) {
   EXPECT_EQ(c.topology_cache, TopologyCache{});
   EXPECT_FALSE(c.bind);
   EXPECT_TRUE(c.gpus_from_slurm_only);
+  EXPECT_EQ(c.gpu_view, GpuView::kTask);
   EXPECT_FALSE(c.check_ports);
 }
 
@@ -75,10 +77,28 @@ TEST(PluginConfig, ErrorsNameTheKey) {
 TEST(Frameworks, ParsesListsAndAliases) {
   EXPECT_EQ(parse_frameworks(""), FrameworkSet{});
   EXPECT_EQ(parse_frameworks("all"), FrameworkSet{});
-  EXPECT_EQ(parse_frameworks("tensorflow"), (FrameworkSet{false, false, true}));
-  EXPECT_EQ(parse_frameworks("torch,paddle"), (FrameworkSet{true, true, false}));
-  EXPECT_EQ(to_string(FrameworkSet{true, false, true}), "torch,tf");
+  EXPECT_EQ(parse_frameworks("tensorflow"), (FrameworkSet{false, false, true, false}));
+  EXPECT_EQ(parse_frameworks("torch,paddle"), (FrameworkSet{true, true, false, false}));
+  EXPECT_EQ(to_string(FrameworkSet{true, false, true, false}), "torch,tf");
   EXPECT_THROW(parse_frameworks("torch,,tf"), Error);
   EXPECT_THROW(parse_frameworks("Torch"), Error);
   EXPECT_THROW(parse_frameworks(std::string(300, 'x')), Error);
+  EXPECT_EQ(parse_frameworks("jax"), (FrameworkSet{false, false, false, true}));
+  EXPECT_EQ(to_string(FrameworkSet{}), "torch,paddle,tf,jax");
+}
+
+TEST(GpuViewOption, ParsesTheThreeViewsAndNamesTheInputOtherwise) {
+  EXPECT_EQ(parse_gpu_view("auto", "x"), GpuView::kAuto);
+  EXPECT_EQ(parse_gpu_view("node", "x"), GpuView::kNode);
+  EXPECT_EQ(parse_gpu_view("task", "x"), GpuView::kTask);
+  EXPECT_EQ(to_string(GpuView::kNode), "node");
+  try {
+    parse_gpu_view("isolated", "--distributed-train-gpu-view");
+    FAIL() << "accepted 'isolated'";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("--distributed-train-gpu-view"), std::string::npos) << text;
+    EXPECT_NE(text.find("auto, node, task"), std::string::npos) << text;
+  }
+  EXPECT_THROW(parse_plugin_args({"gpu_view=all"}), Error);
 }

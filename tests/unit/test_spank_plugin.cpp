@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string_view>
 
 #include <slurm/slurm.h>
 
@@ -40,9 +41,18 @@ class SpankPlugin : public dtrain::testing::SpankTest {
                       {"SLURM_DISTRIBUTION", "block"}};
   }
 
-  int use_option(const char* value) {
-    EXPECT_EQ(fake().options.size(), 1u);
-    return fake().options.at(0)->cb(fake().options[0]->val, value, 1);
+  // The registered option called `name`, or nullptr.
+  static const spank_option* option(const char* name) {
+    for (const spank_option* registered : fake().options) {
+      if (std::string_view(registered->name) == name) return registered;
+    }
+    return nullptr;
+  }
+
+  int use_option(const char* value, const char* name = "distributed-train") {
+    const spank_option* registered = option(name);
+    EXPECT_NE(registered, nullptr) << name;
+    return registered ? registered->cb(registered->val, value, 1) : -1;
   }
 };
 
@@ -51,9 +61,12 @@ class SpankPlugin : public dtrain::testing::SpankTest {
 TEST_F(SpankPlugin, RegistersTheOptionWithOptionalValue) {
   fake().context = S_CTX_LOCAL;
   ASSERT_EQ(call_init({}), 0);
-  ASSERT_EQ(fake().options.size(), 1u);
+  ASSERT_EQ(fake().options.size(), 2u);
   EXPECT_STREQ(fake().options[0]->name, "distributed-train");
   EXPECT_EQ(fake().options[0]->has_arg, 2);
+  // The GPU view takes a value, always.
+  EXPECT_STREQ(fake().options[1]->name, "distributed-train-gpu-view");
+  EXPECT_EQ(fake().options[1]->has_arg, 1);
 }
 
 TEST_F(SpankPlugin, BadOptionValueFailsInSrunListingValidValues) {

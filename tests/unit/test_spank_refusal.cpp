@@ -345,12 +345,15 @@ TEST(PortBinders, NameWhatEachFrameworkBinds) {
   using dtrain::core::StepPortKind;
   const dtrain::core::FrameworkSet all;
   EXPECT_EQ(frameworks_binding(all, StepPortKind::kMaster),
-            "PyTorch's TCPStore (MASTER_PORT) and PaddlePaddle's TCPStore (PADDLE_MASTER)");
+            "PyTorch's TCPStore (MASTER_PORT) and PaddlePaddle's TCPStore (PADDLE_MASTER) and "
+            "JAX's coordinator (JAX_COORDINATOR_ADDRESS)");
   EXPECT_EQ(frameworks_binding(all, StepPortKind::kEndpoint),
             "TensorFlow's worker server (TF_CONFIG) and PaddlePaddle's trainer "
             "(PADDLE_CURRENT_ENDPOINT)");
-  EXPECT_EQ(frameworks_binding({true, false, false}, StepPortKind::kEndpoint), "");
-  EXPECT_EQ(frameworks_binding({false, false, true}, StepPortKind::kMaster), "");
-  EXPECT_EQ(frameworks_binding({false, true, false}, StepPortKind::kMaster),
+  EXPECT_EQ(frameworks_binding({true, false, false, true}, StepPortKind::kEndpoint), "");
+  EXPECT_EQ(frameworks_binding({false, false, true, false}, StepPortKind::kMaster), "");
+  EXPECT_EQ(frameworks_binding({false, true, false, false}, StepPortKind::kMaster),
             "PaddlePaddle's TCPStore (PADDLE_MASTER)");
+  EXPECT_EQ(frameworks_binding({false, false, false, true}, StepPortKind::kMaster),
+            "JAX's coordinator (JAX_COORDINATOR_ADDRESS)");
 }

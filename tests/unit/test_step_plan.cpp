@@ -328,6 +328,63 @@ TEST(StepPlan, RankEnvironmentCarriesEveryContractName) {
   EXPECT_NE(tf.find(R"("task":{"type":"worker","index":5}})"), std::string::npos) << tf;
 }
 
+TEST(StepPlan, JaxGetsTheCoordinatorOnRankZerosNodeAtTheMasterPort) {
+  PluginConfig config;
+  config.address_mode = AddressMode::kName;
+  const auto plan = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
+                              parse_frameworks("jax"), fake_resolve);
+  const auto env = rank_environment(plan, 5);
+  EXPECT_EQ(value_of(env, "JAX_COORDINATOR_ADDRESS"), "node1:" + std::to_string(plan.ports.master));
+  EXPECT_EQ(value_of(env, "MASTER_PORT"), "<unset>");
+  const auto torch = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
+                               parse_frameworks("torch"), fake_resolve);
+  EXPECT_EQ(value_of(rank_environment(torch, 5), "JAX_COORDINATOR_ADDRESS"), "<unset>");
+}
+
+// torchrun started once per node reads PET_*; a step with several tasks on a node gets none,
+// since each torchrun there would claim the same node rank.
+TEST(StepPlan, OneTaskPerNodeStepsGetTorchrunsDefaults) {
+  PluginConfig config;
+  config.address_mode = AddressMode::kName;
+  const auto per_node = plan_step(step("node[1-3]", "1(x3)", "block", 3, 3, 2, {2}), config,
+                                  parse_frameworks("torch"), fake_resolve);
+  const auto env = rank_environment(per_node, 2);
+  EXPECT_EQ(value_of(env, "PET_NNODES"), "3");
+  EXPECT_EQ(value_of(env, "PET_NODE_RANK"), "2");
+  EXPECT_EQ(value_of(env, "PET_MASTER_ADDR"), "node1");
+  EXPECT_EQ(value_of(env, "PET_MASTER_PORT"), std::to_string(per_node.ports.master));
+  // Without GPUs torchrun keeps its own --nproc-per-node default.
+  EXPECT_EQ(value_of(node_environment(per_node, 2, {}).tasks[0], "PET_NPROC_PER_NODE"), "<unset>");
+  NodeBindingEnv four_gpus;
+  four_gpus.tasks = {{{{"CUDA_VISIBLE_DEVICES", "0,1,2,3", true}}, 4, {0, 1, 2, 3}}};
+  EXPECT_EQ(value_of(node_environment(per_node, 2, four_gpus).tasks[0], "PET_NPROC_PER_NODE"), "4");
+  const auto several = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
+                                 parse_frameworks("torch"), fake_resolve);
+  EXPECT_EQ(value_of(rank_environment(several, 5), "PET_NODE_RANK"), "<unset>");
+  const auto paddle = plan_step(step("node[1-3]", "1(x3)", "block", 3, 3, 2, {2}), config,
+                                parse_frameworks("paddle"), fake_resolve);
+  EXPECT_EQ(value_of(rank_environment(paddle, 2), "PET_NNODES"), "<unset>");
+}
+
+TEST(NodeEnvironment, DeviceVariablesPointAtTheTasksOwnGpuInItsView) {
+  PluginConfig config;
+  config.address_mode = AddressMode::kName;
+  const auto plan = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
+                              FrameworkSet{}, nullptr);
+  // The node view of two one-GPU tasks: both see "2,3", each uses its own position.
+  NodeBindingEnv binding;
+  binding.tasks = {{{{"CUDA_VISIBLE_DEVICES", "2,3", true}}, 1, {0}},
+                   {{{"CUDA_VISIBLE_DEVICES", "2,3", true}}, 1, {1}}};
+  const auto env = node_environment(plan, 1, binding);
+  EXPECT_EQ(value_of(env.tasks[1], "FLAGS_selected_gpus"), "1");
+  EXPECT_EQ(value_of(env.tasks[1], "JAX_LOCAL_DEVICE_IDS"), "1");
+  EXPECT_EQ(value_of(env.tasks[0], "JAX_LOCAL_DEVICE_IDS"), "0");
+  // GPUs named by UUID: nothing points into a list the plugin cannot read.
+  binding.gpus_left_as_named = true;
+  EXPECT_EQ(value_of(node_environment(plan, 1, binding).tasks[1], "JAX_LOCAL_DEVICE_IDS"),
+            "<unset>");
+}
+
 // TF_CONFIG's worker list is assembled from pieces for speed; it must be exactly what the JSON
 // library writes for the endpoint list, escapes included.
 TEST(StepPlan, TfClusterIsTheJsonLibrarysListOfTheEndpoints) {
@@ -419,7 +476,7 @@ TEST(MemoryFiles, OnlyOversizedValuesMoveAndTheTaskReadsThemBack) {
   }
   // TF_CONFIG names the task's own index.
   const std::string& tf_config = var_of(1, "TF_CONFIG_FILE").value;
-  EXPECT_EQ(tf_config, rank_environment(plan, 1).back().value);
+  EXPECT_EQ(tf_config, value_of(rank_environment(plan, 1), "TF_CONFIG"));
   EXPECT_NE(tf_config.find(R"("task":{"type":"worker","index":1})"), std::string::npos);
   EXPECT_NE(env.spill_warning.find("DTRAIN_ENDPOINTS, PADDLE_TRAINER_ENDPOINTS, TF_CONFIG"),
             std::string::npos)
@@ -500,8 +557,8 @@ TEST(NodeEnvironment, MergesTheBindingAndAddsPaddleDeviceRules) {
   const auto plan = plan_step(step("node[1-4]", "4,2,1(x2)", "block", 4, 8, 1, {4, 5}), config,
                               FrameworkSet{}, nullptr);
   NodeBindingEnv binding;
-  binding.tasks = {{{{"CUDA_VISIBLE_DEVICES", "0,1", true}}, 2},
-                   {{{"OMP_NUM_THREADS", "4", true}}, 0}};
+  binding.tasks = {{{{"CUDA_VISIBLE_DEVICES", "0,1", true}}, 2, {0, 1}},
+                   {{{"OMP_NUM_THREADS", "4", true}}, 0, {}}};
   const auto env = node_environment(plan, 1, binding);
   ASSERT_EQ(env.tasks.size(), 2u);
   EXPECT_EQ(value_of(env.tasks[0], "DTRAIN_RANK"), "4");
