@@ -6,7 +6,8 @@
   torchrun    srun --distributed-train=torch -N NODES --ntasks-per-node=1 \\
                   VENV/bin/python -m torch.distributed.run --nproc-per-node=P torchrun_worker.py
               (no --nnodes, --node-rank, --master-addr, --master-port or --rdzv-* arguments:
-              torchrun reads them from the plugin's PET_* variables)
+              torchrun reads them from the plugin's PET_* variables; with --gpus-per-node G,
+              srun --gres=gpu:G and no --nproc-per-node either: PET_NPROC_PER_NODE)
   lightning   srun --distributed-train=torch -N NODES --ntasks-per-node=T VENV/bin/python
                   lightning_client.py T NODES  (a Trainer with strategy="ddp" on the CPU, one epoch)
   accelerate  srun --distributed-train=torch -N NODES --ntasks-per-node=T VENV/bin/python
@@ -82,7 +83,7 @@ def fields(result):
     return dict(item.split("=", 1) for item in result.split() if "=" in item)
 
 
-def check_step(lines, framework, nodes, world, nproc):
+def check_step(lines, framework, nodes, world, nproc, gpus_per_node):
     """Checks one step's OK lines; returns (job_step, dtrain endpoint, hosts)."""
     ranks = Counter(int(m.group(2)) for m in lines)
     if sorted(ranks) != list(range(world)) or any(count != 1 for count in ranks.values()):
@@ -113,6 +114,16 @@ def check_step(lines, framework, nodes, world, nproc):
                 raise StepFailed(f"rank {rank} has node rank {node_rank} and local rank "
                                  f"{local_rank}: expected rank {node_rank * nproc + local_rank}")
             node_hosts[node_rank].add(m.group(4))
+            # With --gres=gpu:G the torchrun task sees its G GPUs and the plugin sets torchrun's
+            # worker count to G (the worker checks PET_NPROC_PER_NODE against the GPUs the task
+            # sees in every case; world == N * G above shows torchrun used it).
+            gpus = f.get("task_gpus", "none")
+            gpu_count = 0 if gpus == "none" else len(gpus.split(","))
+            if gpus_per_node and (f.get("pet_nproc") != str(gpus_per_node) or
+                                  gpu_count != gpus_per_node):
+                raise StepFailed(f"rank {rank}: the torchrun task had PET_NPROC_PER_NODE="
+                                 f"{f.get('pet_nproc')} and CUDA_VISIBLE_DEVICES={gpus}, "
+                                 f"expected {gpus_per_node} and {gpus_per_node} GPUs")
         if sorted(node_hosts) != list(range(nodes)) or any(len(h) != 1 for h in
                                                            node_hosts.values()):
             raise StepFailed(f"node ranks and hosts do not pair up: {dict(node_hosts)}")
@@ -183,15 +194,25 @@ def main():
     parser.add_argument("--ntasks-per-node", type=int, default=1)
     parser.add_argument("--nproc-per-node", type=int, default=1,
                         help="torchrun's workers per node (torchrun only)")
+    parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+                        help="torchrun only: ask for G gres GPUs per node (--gres=gpu:G) and "
+                             "leave out --nproc-per-node, which torchrun then takes from the "
+                             "plugin's PET_NPROC_PER_NODE")
     parser.add_argument("--python", required=True, help="the venv's interpreter")
     parser.add_argument("--concurrent", type=int, default=1, metavar="K",
                         help="run K steps side by side in one batch job")
     args = parser.parse_args()
-    label = (f"{args.framework} -N{args.nodes} --ntasks-per-node={args.ntasks_per_node}"
-             + (f" --nproc-per-node={args.nproc_per_node}" if args.framework == "torchrun" else "")
-             + (f" x{args.concurrent} concurrent" if args.concurrent > 1 else ""))
     if args.framework == "torchrun" and args.ntasks_per_node != 1:
         parser.error("torchrun runs one task per node")
+    if args.gpus_per_node and args.framework != "torchrun":
+        parser.error("--gpus-per-node is for torchrun")
+    label = (f"{args.framework} -N{args.nodes} --ntasks-per-node={args.ntasks_per_node}"
+             + (f" --gres=gpu:{args.gpus_per_node} (workers: PET_NPROC_PER_NODE)"
+                if args.gpus_per_node else
+                f" --nproc-per-node={args.nproc_per_node}" if args.framework == "torchrun" else "")
+             + (f" x{args.concurrent} concurrent" if args.concurrent > 1 else ""))
+    if args.gpus_per_node:
+        args.nproc_per_node = args.gpus_per_node
 
     try:
         required_env("SLURM_CONF")
@@ -200,11 +221,14 @@ def main():
         task = [args.python, client]
         if args.framework == "lightning":
             task += [str(args.ntasks_per_node), str(args.nodes)]
+        gres = []
         if args.framework == "torchrun":
-            task = [args.python, "-m", "torch.distributed.run",
-                    f"--nproc-per-node={args.nproc_per_node}", client]
+            nproc = [] if args.gpus_per_node else [f"--nproc-per-node={args.nproc_per_node}"]
+            task = [args.python, "-m", "torch.distributed.run", *nproc, client]
+            gres = [f"--gres=gpu:{args.gpus_per_node}"] if args.gpus_per_node else []
         command = ["srun", "--distributed-train=torch", f"-N{args.nodes}",
-                   f"--ntasks-per-node={args.ntasks_per_node}", "--kill-on-bad-exit=1", *task]
+                   f"--ntasks-per-node={args.ntasks_per_node}", *gres, "--kill-on-bad-exit=1",
+                   *task]
         world = args.nodes * args.ntasks_per_node * (
             args.nproc_per_node if args.framework == "torchrun" else 1)
         env = launcher_environment(
@@ -229,7 +253,7 @@ def main():
         endpoints = {}
         for job_step, lines in sorted(per_step.items()):
             _, endpoint, hosts = check_step(lines, args.framework, args.nodes, world,
-                                            args.nproc_per_node)
+                                            args.nproc_per_node, args.gpus_per_node)
             if endpoint in endpoints:
                 raise StepFailed(f"steps {endpoints[endpoint]} and {job_step} both met at "
                                  f"{endpoint}")

@@ -13,8 +13,9 @@ Checks, in each worker: RANK == node rank * LOCAL_WORLD_SIZE + LOCAL_RANK, where
 the one the plugin gave the torchrun task (its PET_NODE_RANK and SLURM_NODEID, read from the task's
 own environment in /proc/PARENT/environ); WORLD_SIZE == PET_NNODES * LOCAL_WORLD_SIZE; the
 rendezvous (MASTER_ADDR:MASTER_PORT and the default group's TCPStore) is the task's
-DTRAIN_MASTER_ADDR:DTRAIN_MASTER_PORT; init_process_group('gloo') and an all_reduce give the right
-sum. The OK line's result= holds the fields launcher_step.py checks (launcher_common.py).
+DTRAIN_MASTER_ADDR:DTRAIN_MASTER_PORT; the task's PET_NPROC_PER_NODE is set exactly when it has
+GPUs, to the number of its CUDA_VISIBLE_DEVICES; init_process_group('gloo') and an all_reduce give
+the right sum. The OK line's result= holds the fields launcher_step.py checks (launcher_common.py).
 """
 
 import os
@@ -60,6 +61,14 @@ def body(client):
                 node_rank * local_world + local_rank)
     check_equal("WORLD_SIZE (PET_NNODES * LOCAL_WORLD_SIZE)", world, nnodes * local_world)
     check_equal("GROUP_RANK (torchrun's node rank)", required_int("GROUP_RANK"), node_rank)
+    # A task with GPUs gets torchrun's --nproc-per-node from the plugin too: one worker per GPU
+    # of the task, which sees all of them (launcher_step.py checks the worker count; an explicit
+    # --nproc-per-node wins over it).
+    task_gpus = task.get("CUDA_VISIBLE_DEVICES", "")
+    pet_nproc = task.get("PET_NPROC_PER_NODE")
+    if pet_nproc is not None or task_gpus:
+        check_equal("the task's PET_NPROC_PER_NODE against its CUDA_VISIBLE_DEVICES", pet_nproc,
+                    str(len(task_gpus.split(","))) if task_gpus else None)
 
     client.phase("import torch")
     import torch
@@ -79,6 +88,7 @@ def body(client):
     dist.barrier()
     dist.destroy_process_group()
     return (f"all_reduce={total} node_rank={node_rank} local_rank={local_rank} "
+            f"pet_nproc={pet_nproc or 'unset'} task_gpus={task_gpus or 'none'} "
             f"job_step={task.get('SLURM_JOB_ID')}.{task.get('SLURM_STEP_ID')} {rendezvous} "
             f"torch={torch.__version__}")
 
