@@ -23,6 +23,10 @@ const std::set<std::string, std::less<>> kPerTaskVariables = {
 const std::set<std::string, std::less<>> kBindingVariables = {
     "DTRAIN_CPU_LIST", "DTRAIN_GPU_BUS_IDS", "OMP_NUM_THREADS"};
 
+// How the step was sized: Lightning refuses --ntasks without --ntasks-per-node.
+const std::set<std::string, std::less<>> kLaunchShapeVariables = {"SLURM_NTASKS",
+                                                                  "SLURM_NTASKS_PER_NODE"};
+
 // Compared within each task (bootstrap::disagreement_after_dtrain).
 bool is_identity_variable(const std::string& name) {
   const auto& names = bootstrap::task_identity_variables();
@@ -75,6 +79,7 @@ class Analysis {
     check_cpus();
     check_socket_interfaces();
     check_task_identity();
+    check_launch_shape();
     compare_endpoint_lists();
     compare_environment();
     return std::move(report_);
@@ -371,6 +376,27 @@ class Analysis {
     }
   }
 
+  // Slurm sets SLURM_NTASKS_PER_NODE only when the job or step was given --ntasks-per-node.
+  void check_launch_shape() {
+    std::vector<int> ranks;
+    std::string ntasks;
+    for (const auto& facts : input_.ranks) {
+      const auto count = variable(facts, "SLURM_NTASKS");
+      if (!count || variable(facts, "SLURM_NTASKS_PER_NODE")) continue;
+      try {
+        if (core::parse_unsigned(*count, "SLURM_NTASKS", 0, UINT32_MAX) < 2) continue;
+      } catch (const Error&) {
+        continue;
+      }
+      ranks.push_back(facts.rank);
+      ntasks = *count;
+    }
+    if (ranks.empty()) return;
+    add("ntasks-without-ntasks-per-node", "", -1,
+        ranks_text(ranks) + " have SLURM_NTASKS=" + ntasks +
+            " and no SLURM_NTASKS_PER_NODE (the step was launched with -n alone)");
+  }
+
   // DTRAIN_ENDPOINTS_HASH is the plugin's hash of the endpoint list: one value on every rank,
   // or the ranks connect to different peers.
   void compare_endpoint_lists() {
@@ -438,7 +464,8 @@ class Analysis {
 
 bool is_reported_variable(const std::string& name) {
   return is_compared_variable(name) || kBindingVariables.contains(name) ||
-         is_identity_variable(name) || name == "DTRAIN_ENDPOINTS_HASH";
+         kLaunchShapeVariables.contains(name) || is_identity_variable(name) ||
+         name == "DTRAIN_ENDPOINTS_HASH";
 }
 
 bool CheckReport::healthy() const {

@@ -142,6 +142,14 @@ const std::vector<FindingKind>& finding_catalog() {
        "Load dtrain after pyxis: its plugstack.conf line after pyxis's, or a drop-in named to sort "
        "after pyxis.conf (zz-dtrain.conf). Or leave out srun's --container-env, which replaces "
        "the list of variables dtrain asks pyxis to keep."},
+      {"ntasks-without-ntasks-per-node", Severity::kWarning,
+       "The step was sized with --ntasks (-n) alone: its tasks have SLURM_NTASKS above 1 but no "
+       "SLURM_NTASKS_PER_NODE.",
+       "PyTorch Lightning's SLURMEnvironment stops before training: \"You set `--ntasks=N` in "
+       "your SLURM bash script, but this variable is not supported. HINT: Use "
+       "`--ntasks-per-node=N` instead.\" Other frameworks are not affected.",
+       "For Lightning, launch with `-N NODES --ntasks-per-node=T` (in srun or #SBATCH) and give "
+       "the Trainer the same numbers: `Trainer(devices=T, num_nodes=NODES)`."},
       {"nccl-environment-differs", Severity::kWarning,
        "An NCCL_*, UCX_* or CUDA_* variable other than the per-task binding has different values "
        "on different nodes or ranks.",

@@ -331,6 +331,28 @@ TEST(Analysis, VariablesChangedAfterDtrainAreFound) {
   EXPECT_EQ(report.exit_status(), 1);
 }
 
+TEST(Analysis, NtasksWithoutNtasksPerNodeIsExplainedForLightning) {
+  CheckInput input = healthy_step();
+  const std::string eight = "8";
+  const std::string two = "2";
+  for (auto& facts : input.ranks) {
+    facts.environment.insert_or_assign("SLURM_NTASKS", eight);
+    facts.environment.insert_or_assign("SLURM_NTASKS_PER_NODE", two);
+  }
+  EXPECT_TRUE(analyse(input).findings.empty());
+  for (auto& facts : input.ranks) facts.environment.erase("SLURM_NTASKS_PER_NODE");
+  const CheckReport report = analyse(input);
+  EXPECT_EQ(only(report, "ntasks-without-ntasks-per-node").detail,
+            "ranks 0-7 have SLURM_NTASKS=8 and no SLURM_NTASKS_PER_NODE (the step was launched "
+            "with -n alone)");
+  EXPECT_EQ(report.exit_status(), 0);  // a warning: only Lightning minds
+  // One task alone never trips it.
+  CheckInput single = healthy_step();
+  const std::string one = "1";
+  for (auto& facts : single.ranks) facts.environment.insert_or_assign("SLURM_NTASKS", one);
+  EXPECT_TRUE(analyse(single).findings.empty());
+}
+
 TEST(Analysis, EndpointListHashesMustAgree) {
   CheckInput input = healthy_step();
   for (auto& facts : input.ranks) facts.environment["DTRAIN_ENDPOINTS_HASH"] = "00000000000000aa";
