@@ -27,7 +27,7 @@ CLIENTS = {"torch": "torch_client.py", "paddle": "paddle_client.py", "tf": "tf_c
 # so that a client cannot pass by reading something the plugin did not export.
 LOOPBACK_SETTINGS = {"GLOO_SOCKET_IFNAME": "lo"}
 CONTRACT_PREFIXES = ("DTRAIN_", "PADDLE_", "GROUP_", "ROLE_", "FLAGS_", "TF_", "GLOO_", "NCCL_",
-                     "UCX_", "CUDA_", "PET_")
+                     "UCX_", "CUDA_", "PET_", "JAX_")
 CONTRACT_NAMES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                   "MASTER_PORT", "OMP_NUM_THREADS", "LD_PRELOAD"}
 

@@ -12,6 +12,9 @@
                   lightning_client.py T NODES  (a Trainer with strategy="ddp" on the CPU, one epoch)
   accelerate  srun --distributed-train=torch -N NODES --ntasks-per-node=T VENV/bin/python
                   accelerate_client.py  (Accelerator() and a training loop, one epoch)
+  jax         srun --distributed-train=jax -N NODES --ntasks-per-node=T VENV/bin/python
+                  jax_client.py  (jax.distributed.initialize() with no arguments, an all-gather);
+              or -n TASKS -m cyclic for an uneven cyclic layout (--ntasks, --distribution)
 
 With --concurrent K, K such steps run at the same time in one batch job on the same nodes (srun
 --overlap ... & in the batch script), as a sweep does; their groups must all be alive at once
@@ -43,7 +46,7 @@ from launcher_common import OVERLAP_DIR_VARIABLE, OVERLAP_STEPS_VARIABLE
 
 CLIENT_DIR = Path(__file__).resolve().parent
 CLIENTS = {"torchrun": "torchrun_worker.py", "lightning": "lightning_client.py",
-           "accelerate": "accelerate_client.py"}
+           "accelerate": "accelerate_client.py", "jax": "jax_client.py"}
 OK_LINE = re.compile(r"^OK (\S+) rank=(\d+) world=(\d+) host=(\S+) result=(.*)$")
 PYPI = "https://pypi.org/simple/pip/"
 # Above the clients' own watchdogs (150 s, 240 s), so a hang is reported by the client that hung.
@@ -192,6 +195,11 @@ def main():
     parser.add_argument("--framework", required=True, choices=sorted(CLIENTS))
     parser.add_argument("-N", "--nodes", type=int, required=True)
     parser.add_argument("--ntasks-per-node", type=int, default=1)
+    parser.add_argument("-n", "--ntasks", type=int, default=0,
+                        help="jax only: TASKS tasks in all instead of --ntasks-per-node (an "
+                             "uneven layout)")
+    parser.add_argument("-m", "--distribution", default="",
+                        help="jax only: srun's --distribution, e.g. cyclic")
     parser.add_argument("--nproc-per-node", type=int, default=1,
                         help="torchrun's workers per node (torchrun only)")
     parser.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
@@ -206,7 +214,13 @@ def main():
         parser.error("torchrun runs one task per node")
     if args.gpus_per_node and args.framework != "torchrun":
         parser.error("--gpus-per-node is for torchrun")
-    label = (f"{args.framework} -N{args.nodes} --ntasks-per-node={args.ntasks_per_node}"
+    if (args.ntasks or args.distribution) and args.framework != "jax":
+        parser.error("--ntasks and --distribution are for jax")
+    if args.ntasks and args.concurrent > 1:
+        parser.error("--ntasks is for a single step")
+    shape = (f"-n{args.ntasks}" if args.ntasks else f"--ntasks-per-node={args.ntasks_per_node}")
+    shape += f" -m {args.distribution}" if args.distribution else ""
+    label = (f"{args.framework} -N{args.nodes} {shape}"
              + (f" --gres=gpu:{args.gpus_per_node} (workers: PET_NPROC_PER_NODE)"
                 if args.gpus_per_node else
                 f" --nproc-per-node={args.nproc_per_node}" if args.framework == "torchrun" else "")
@@ -226,10 +240,14 @@ def main():
             nproc = [] if args.gpus_per_node else [f"--nproc-per-node={args.nproc_per_node}"]
             task = [args.python, "-m", "torch.distributed.run", *nproc, client]
             gres = [f"--gres=gpu:{args.gpus_per_node}"] if args.gpus_per_node else []
-        command = ["srun", "--distributed-train=torch", f"-N{args.nodes}",
-                   f"--ntasks-per-node={args.ntasks_per_node}", *gres, "--kill-on-bad-exit=1",
-                   *task]
-        world = args.nodes * args.ntasks_per_node * (
+        family = "jax" if args.framework == "jax" else "torch"
+        tasks = ([f"-n{args.ntasks}"] if args.ntasks else
+                 [f"--ntasks-per-node={args.ntasks_per_node}"])
+        if args.distribution:
+            tasks.append(f"--distribution={args.distribution}")
+        command = ["srun", f"--distributed-train={family}", f"-N{args.nodes}", *tasks, *gres,
+                   "--kill-on-bad-exit=1", *task]
+        world = args.ntasks or args.nodes * args.ntasks_per_node * (
             args.nproc_per_node if args.framework == "torchrun" else 1)
         env = launcher_environment(
             os.environ, {"GLOO_SOCKET_IFNAME": required_env("DTRAIN_CLUSTER_NODE_IFNAME")})
