@@ -20,14 +20,19 @@ readonly script_dir repo_root
 readonly nodes=(node1 node2 node3 node4)
 readonly ctld_hostname=dtrain-ctld
 # Site profiles (--profile): each names the features of real sites' slurm.conf it turns on.
-readonly profile_names=(default reserved-ports pack cgroup tmpfs gres debian-hosts site)
+readonly profile_names=(default reserved-ports pack cgroup tmpfs gres debian-hosts site fabric)
 readonly gres_gpus_per_node=4
+# The fabric profile's second interface in every node, and the suffix of its names in hosts files.
+readonly fabric_ifname=fab0
+readonly fabric_suffix=-fab
 
 usage() {
   cat <<EOF
 Usage: $(basename "$0") {up|down|status|restart|ps} [options]
        $(basename "$0") {stop-node|start-node} NODE [options]
        $(basename "$0") [options] exec NODE [--] COMMAND [ARGS...]
+       $(basename "$0") {fabric-down|fabric-up} NODE [options]
+       $(basename "$0") {blackhole|unblackhole} NODE PORT [options]
 
 Runs a local four-node Slurm cluster for dtrain's cluster tests: node[1-4] with 4 CPUs each in
 one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,2,1(x2) and two
@@ -36,7 +41,8 @@ namespace: a bridge on the host carries the subnet 198.18.X.0/24 (X chosen per s
 --subnet overrides), the host (slurmctld, srun) is 198.18.X.1 and nodeK is 198.18.X.1K. The
 subnet has no route off this machine. The daemons run in a CPU cgroup of their own, so that the
 machine's cores are shared task by task rather than node by node (why: cpu_cgroup_dir in this
-script). down removes the cgroup, the namespaces, the veth pairs and the bridge.
+script). down removes the cgroup, the namespaces, the veth pairs and the bridge (and those of
+the fabric profile's second network, with its blackhole rules).
 
 Commands:
   up        start the cluster unless it already runs with the same configuration, then wait
@@ -53,6 +59,15 @@ Commands:
             a real node does; its running steps (slurmstepd and tasks) are left alone
   start-node NODE  start the slurmd of one node again (inside the namespaces of its surviving
             steps, if any) and wait until slurmctld sees the node respond
+  fabric-down NODE  (profile fabric) take NODE's fabric link down as a pulled cable or a dead
+            switch port would: the host's end of its fabric veth goes down, so the node's
+            $fabric_ifname loses its carrier (carrier 0, operstate down) while it stays
+            administratively up; Slurm, on the management network, is untouched
+  fabric-up NODE    (profile fabric) bring NODE's fabric link back and wait for its carrier
+  blackhole NODE PORT    (profile fabric) drop every TCP packet to PORT on NODE's fabric
+            address, silently (no reset), with an nftables rule in NODE's network namespace:
+            a connect there times out, other ports and the management address still answer
+  unblackhole NODE PORT  (profile fabric) remove that rule
 
 Options:
   --state-dir DIR      where all state lives (default: \$DTRAIN_CLUSTER_DIR, else
@@ -67,6 +82,8 @@ Options:
                        why: generate_mpi_conf in this script) or Slurm's own choice, to compare
   --subnet 198.18.X.0/24  the nodes' subnet, any /24 in 198.18.0.0/15 (default: derived from
                        the state directory, skipping subnets that another cluster's bridge holds)
+  --fabric-subnet 198.18.Y.0/24  the fabric's subnet with --profile fabric, another /24 in
+                       198.18.0.0/15 (default: chosen like --subnet, never the same)
   --valgrind-stepd NODE  run every slurmstepd of NODE under valgrind memcheck: a wrapper is
                        bind-mounted over /usr/sbin/slurmstepd (PREFIX/sbin/slurmstepd
                        with --slurm) in that node's mount namespace
@@ -91,6 +108,14 @@ Options:
                        debian-hosts    node1's /etc/hosts maps node1 to 127.0.1.1, as Debian's
                                        installer writes it; the other nodes map it to its address
                        site            all of the above but debian-hosts
+                       fabric          a second network, the data fabric: every node gets
+                                       $fabric_ifname on a second bridge, in another /24 of
+                                       198.18.0.0/15 (--fabric-subnet), named nodeK$fabric_suffix
+                                       in every hosts file, and sees its own interfaces in
+                                       /sys/class/net; Slurm stays on the management network,
+                                       and a plugin with suffix=$fabric_suffix puts dtrain's
+                                       endpoints on the fabric. Faults to inject: fabric-down,
+                                       blackhole; up leaves them in place, restart clears them
                        A profile that this machine's Slurm cannot run still starts; up then
                        prints Slurm's error and what the profile would need, and exits 1.
   --timeout SECONDS    how long up waits for idle nodes (default: 60)
@@ -125,8 +150,10 @@ opt_no_valgrind=0
 opt_slurm_prefix=""
 opt_no_slurm=0
 opt_subnet=""
+opt_fabric_subnet=""
 opt_profile=""
 node_argument=""
+port_argument=""
 exec_command=()
 wait_timeout=60
 
@@ -146,18 +173,25 @@ parse_args() {
       break
     fi
     case "$1" in
-      up | down | status | restart | ps | stop-node | start-node | exec)
-        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node|exec"
+      up | down | status | restart | ps | stop-node | start-node | exec | fabric-down | fabric-up | blackhole | unblackhole)
+        [[ -z "$subcommand" ]] || die "two commands given ('$subcommand' and '$1'); give one of up|down|status|restart|ps|stop-node|start-node|exec|fabric-down|fabric-up|blackhole|unblackhole"
         subcommand="$1"
-        if [[ "$1" == *-node || "$1" == exec ]]; then
+        if [[ ! "$1" =~ ^(up|down|status|restart|ps)$ ]]; then
           if (($# < 2)) || [[ "$2" == -* ]]; then
             die "$1 needs a node name (one of ${nodes[*]}) right after it"
           fi
           node_argument="$2"
           shift
         fi
+        if [[ "$subcommand" == *blackhole ]]; then
+          if (($# < 2)) || [[ ! "$2" =~ ^[1-9][0-9]{0,4}$ ]] || ((10#$2 > 65535)); then
+            die "$subcommand $node_argument needs a TCP port (1-65535) after the node, e.g. $subcommand $node_argument 29500"
+          fi
+          port_argument="$2"
+          shift
+        fi
         ;;
-      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm | --subnet | --pmix-fence | --profile)
+      --state-dir | --plugstack | --port-base | --resv-ports | --timeout | --valgrind-stepd | --valgrind-suppressions | --slurm | --subnet | --fabric-subnet | --pmix-fence | --profile)
         (($# >= 2)) || die "option $1 needs a value; see --help"
         case "$1" in
           --state-dir) state_dir="$2" ;;
@@ -169,6 +203,7 @@ parse_args() {
           --valgrind-suppressions) opt_valgrind_suppressions="$2" ;;
           --slurm) opt_slurm_prefix="$2" ;;
           --subnet) opt_subnet="$2" ;;
+          --fabric-subnet) opt_fabric_subnet="$2" ;;
           --pmix-fence) opt_pmix_fence="$2" ;;
           --profile) opt_profile="$2" ;;
         esac
@@ -194,7 +229,7 @@ parse_args() {
   if [[ "$subcommand" == exec ]] && ((${#exec_command[@]} == 0)); then
     die "exec $node_argument needs a command to run there"
   fi
-  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node|exec (see --help)"
+  [[ -n "$subcommand" ]] || die "no command given; use one of up|down|status|restart|ps|stop-node|start-node|exec|fabric-down|fabric-up|blackhole|unblackhole (see --help)"
   if [[ -n "$node_argument" ]]; then
     is_node "$node_argument" || die "$subcommand: unknown node '$node_argument'; the nodes are ${nodes[*]}"
   fi
@@ -301,9 +336,10 @@ load_options() {
   check_slurm_version
   local saved_plugstack="" saved_port_base="" saved_resv_ports="" saved_valgrind_node=""
   local saved_valgrind_suppressions="" saved_net_index="" saved_pmix_fence="" saved_profile=""
+  local saved_fabric_index=""
   if [[ -f "$options_file" ]]; then
     # shellcheck disable=SC1090
-    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|pmix_fence|profile)=' "$options_file")
+    source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|fabric_index|pmix_fence|profile)=' "$options_file")
   fi
   profile="${opt_profile:-${saved_profile:-default}}"
   is_profile "$profile" || die "--profile '$profile' is not one of: ${profile_names[*]}"
@@ -353,6 +389,12 @@ load_options() {
   fi
   if [[ "$plugstack" == /* ]]; then :; else plugstack="$PWD/$plugstack"; fi
   choose_net_index "$saved_net_index"
+  fabric_index=""
+  if profile_has fabric; then
+    choose_fabric_index "$saved_fabric_index"
+  elif [[ -n "$opt_fabric_subnet" ]]; then
+    die "--fabric-subnet needs --profile fabric"
+  fi
 }
 
 is_profile() {
@@ -364,10 +406,11 @@ is_profile() {
 }
 
 # profile_has FEATURE: the chosen profile turns FEATURE (a profile name other than default and
-# site) on; site is every feature but debian-hosts, which would break the others' name lookups.
+# site) on; site is every feature but debian-hosts, which would break the others' name lookups,
+# and fabric, whose plugin needs suffix= in plugstack.conf.
 profile_has() {
   [[ "$profile" == "$1" ]] && return 0
-  [[ "$profile" == site && "$1" != debian-hosts ]]
+  [[ "$profile" == site && "$1" != debian-hosts && "$1" != fabric ]]
 }
 
 # The reserved-ports range when --resv-ports is not given: 200 ports in 29000-32599, between
@@ -395,6 +438,7 @@ save_options() {
     printf 'saved_valgrind_suppressions=%q\n' "$valgrind_suppressions"
     printf 'saved_slurm_prefix=%q\n' "$slurm_prefix"
     printf 'saved_net_index=%q\n' "$net_index"
+    printf 'saved_fabric_index=%q\n' "$fabric_index"
     printf 'saved_pmix_fence=%q\n' "$pmix_fence"
     printf 'saved_profile=%q\n' "$profile"
   } >"$options_file"
@@ -424,7 +468,8 @@ bridge_owner() {
 }
 
 # True when subnet index $1 is this state directory's or nobody's: no other bridge of ours owns
-# it, and no other interface of the host holds an address in it.
+# it, no fabric bridge (of any cluster) uses it, and no other interface of the host holds an
+# address in it.
 net_index_available() {
   local index=$1 owner devices
   owner=$(bridge_owner "$index")
@@ -432,6 +477,7 @@ net_index_available() {
     [[ "$owner" == "$state_dir" ]]
     return
   fi
+  [[ ! -e "/sys/class/net/$(fabric_bridge_name "$index")" ]] || return 1
   devices=$(ip -4 -o addr show to "$(subnet_prefix "$index").0/24" 2>/dev/null | awk '{ print $2 }')
   [[ -z "$devices" ]]
 }
@@ -441,10 +487,7 @@ net_index_available() {
 choose_net_index() {
   local saved=$1 index tries
   if [[ -n "$opt_subnet" ]]; then
-    if [[ ! "$opt_subnet" =~ ^198\.(18|19)\.([0-9]{1,3})\.0/24$ ]] || ((10#${BASH_REMATCH[2]} > 255)); then
-      die "--subnet '$opt_subnet' is not a /24 in 198.18.0.0/15; give one like 198.18.7.0/24"
-    fi
-    index=$(((BASH_REMATCH[1] - 18) * 256 + 10#${BASH_REMATCH[2]}))
+    index=$(subnet_index --subnet "$opt_subnet")
     net_index_available "$index" ||
       die "--subnet $opt_subnet is taken (bridge $(bridge_name "$index") of '$(bridge_owner "$index")', or another interface of this machine); pick another /24 in 198.18.0.0/15"
     net_index=$index
@@ -463,6 +506,14 @@ choose_net_index() {
     index=$(((index + 1) % net_index_count))
   done
   die "every /24 of 198.18.0.0/15 is taken by other clusters or interfaces; take some down first"
+}
+
+# subnet_index OPTION SUBNET: the index of SUBNET, a /24 in 198.18.0.0/15 given to OPTION.
+subnet_index() {
+  if [[ ! "$2" =~ ^198\.(18|19)\.([0-9]{1,3})\.0/24$ ]] || ((10#${BASH_REMATCH[2]} > 255)); then
+    die "$1 '$2' is not a /24 in 198.18.0.0/15; give one like 198.18.7.0/24"
+  fi
+  echo $(((BASH_REMATCH[1] - 18) * 256 + 10#${BASH_REMATCH[2]}))
 }
 
 # Creates what is missing of the bridge, the namespaces and the veth pairs; keeps what exists.
@@ -491,6 +542,11 @@ net_up() {
     ip -n "$ns" link set dev "$node_ifname" up
     ip -n "$ns" link set dev lo up
   done
+  if profile_has fabric; then
+    fabric_up
+  else
+    fabric_down
+  fi
 }
 
 # The subnet indices whose bridge or namespaces belong to this state directory: the saved one
@@ -515,6 +571,7 @@ owned_net_indices() {
 # after stop_cluster, when no process is left inside the namespaces.
 net_down() {
   local index node k
+  fabric_down
   for index in $(owned_net_indices); do
     # Only a bridge that is ours, or none at all: a saved index may since belong to another cluster.
     if [[ -e "/sys/class/net/$(bridge_name "$index")" && "$(bridge_owner "$index")" != "$state_dir" ]]; then
@@ -552,6 +609,248 @@ net_status() {
       fi
     done
   done
+}
+
+# --- The fabric profile: a second network, as real nodes have beside their management network ---
+#
+# Every node of a fabric cluster gets a second interface, fabric_ifname, at 198.18.y.1K in a /24
+# of its own (index J, never the management one), whose host end dtrainfJnK is a port of a second
+# bridge dtrainfJ, which holds 198.18.y.1 and records its state directory in its alias like the
+# management bridge. Slurm keeps to the management addresses (slurm.conf's NodeAddr); the hosts
+# files add nodeK-fab for the fabric addresses, which a plugin with suffix=-fab resolves. Faults:
+# fabric-down takes the host end down, so the node's end loses its carrier as when a cable is
+# pulled; blackhole drops TCP to one port of the fabric address with nftables in the node's own
+# network namespace (table fabric_nft_table), which leaves the host's rules alone.
+readonly fabric_nft_table=dtrain_fabric
+
+fabric_bridge_name() { echo "dtrainf$1"; }
+fabric_veth_name() { echo "dtrainf$1n$(($2 + 1))"; }
+fabric_address() { echo "$(subnet_prefix "$fabric_index").$((11 + $1))"; }
+fabric_host_address() { echo "$(subnet_prefix "$fabric_index").1"; }
+
+fabric_bridge_owner() {
+  cat "/sys/class/net/$(fabric_bridge_name "$1")/ifalias" 2>/dev/null || true
+}
+
+# True when subnet index $1 can carry this state directory's fabric: not its management subnet,
+# no other cluster's bridge on it, and no other interface of the host with an address in it.
+fabric_index_available() {
+  local index=$1 devices
+  [[ "$index" != "$net_index" ]] || return 1
+  if [[ -e "/sys/class/net/$(fabric_bridge_name "$index")" ]]; then
+    [[ "$(fabric_bridge_owner "$index")" == "$state_dir" ]]
+    return
+  fi
+  [[ ! -e "/sys/class/net/$(bridge_name "$index")" ]] || return 1
+  devices=$(ip -4 -o addr show to "$(subnet_prefix "$index").0/24" 2>/dev/null | awk '{ print $2 }')
+  [[ -z "$devices" ]]
+}
+
+# Sets fabric_index: --fabric-subnet, else the one of the last up, else one derived from the
+# state directory (half the range away from where the management subnet's search starts),
+# moving on to the next free /24.
+choose_fabric_index() {
+  local saved=$1 index tries
+  if [[ -n "$opt_fabric_subnet" ]]; then
+    index=$(subnet_index --fabric-subnet "$opt_fabric_subnet")
+    [[ "$index" != "$net_index" ]] || die "--fabric-subnet $opt_fabric_subnet is the management subnet; pick another /24 in 198.18.0.0/15"
+    fabric_index_available "$index" ||
+      die "--fabric-subnet $opt_fabric_subnet is taken (a bridge of another cluster, or another interface of this machine); pick another /24 in 198.18.0.0/15"
+    fabric_index=$index
+    return
+  fi
+  if [[ "$saved" =~ ^[0-9]+$ ]] && ((saved < net_index_count)) && fabric_index_available "$saved"; then
+    fabric_index=$saved
+    return
+  fi
+  index=$((($(printf '%s' "$state_dir" | cksum | cut -d' ' -f1) + net_index_count / 2) % net_index_count))
+  for ((tries = 0; tries < net_index_count; tries++)); do
+    if fabric_index_available "$index"; then
+      fabric_index=$index
+      return
+    fi
+    index=$(((index + 1) % net_index_count))
+  done
+  die "no /24 of 198.18.0.0/15 is free for the fabric; take other clusters down first"
+}
+
+# Creates what is missing of the fabric (bridge, veth pairs, addresses) and keeps what exists,
+# including the state of each link: up does not undo a fabric-down (restart does).
+fabric_up() {
+  local bridge ns veth index
+  bridge=$(fabric_bridge_name "$fabric_index")
+  if [[ ! -e "/sys/class/net/$bridge" ]]; then
+    ip link add "$bridge" type bridge 2>/dev/null || die "cannot create the fabric bridge $bridge (ip link add ... type bridge)"
+  fi
+  ip link set dev "$bridge" alias "$state_dir"
+  ip addr replace "$(fabric_host_address)/24" dev "$bridge"
+  ip link set dev "$bridge" up
+  for index in "${!nodes[@]}"; do
+    ns=$(netns_name "$net_index" "${nodes[index]}")
+    veth=$(fabric_veth_name "$fabric_index" "$index")
+    if [[ ! -e "/sys/class/net/$veth" ]]; then
+      ip -n "$ns" link del "$fabric_ifname" 2>/dev/null || true
+      ip link add "$veth" type veth peer name "$fabric_ifname" netns "$ns" ||
+        die "cannot create the fabric veth pair $veth/$fabric_ifname of $ns (ip link add ... type veth)"
+      ip link set dev "$veth" master "$bridge" up
+    fi
+    ip -n "$ns" addr replace "$(fabric_address "$index")/24" dev "$fabric_ifname"
+    ip -n "$ns" link set dev "$fabric_ifname" up
+  done
+}
+
+# The fabric subnet indices of this state directory: the saved one and any fabric bridge whose
+# alias names this directory.
+owned_fabric_indices() {
+  local saved_fabric_index="" alias_file
+  if [[ -f "$options_file" ]]; then
+    # shellcheck disable=SC1090
+    source <(grep -E '^saved_fabric_index=' "$options_file")
+  fi
+  {
+    [[ -z "$saved_fabric_index" ]] || echo "$saved_fabric_index"
+    for alias_file in /sys/class/net/dtrainf*/ifalias; do
+      [[ -f "$alias_file" && "$(cat "$alias_file" 2>/dev/null)" == "$state_dir" ]] || continue
+      alias_file=${alias_file%/ifalias}
+      echo "${alias_file##*/dtrainf}"
+    done
+  } | grep -E '^[0-9]+$' | sort -un
+}
+
+# Removes the blackhole rules, the fabric veth pairs and the fabric bridge of this state
+# directory, leaving the management network alone (up without --profile fabric calls it too).
+fabric_down() {
+  local index k ns
+  if command -v nft >/dev/null; then
+    for index in $(owned_net_indices); do
+      for k in "${!nodes[@]}"; do
+        ns=/run/netns/$(netns_name "$index" "${nodes[k]}")
+        [[ -e "$ns" ]] || continue
+        if nsenter "--net=$ns" nft list table inet "$fabric_nft_table" >/dev/null 2>&1; then
+          nsenter "--net=$ns" nft delete table inet "$fabric_nft_table" ||
+            note "warning: cannot remove the blackhole rules (nft table inet $fabric_nft_table) of ${nodes[k]}"
+        fi
+      done
+    done
+  fi
+  for index in $(owned_fabric_indices); do
+    if [[ -e "/sys/class/net/$(fabric_bridge_name "$index")" && "$(fabric_bridge_owner "$index")" != "$state_dir" ]]; then
+      continue
+    fi
+    for k in "${!nodes[@]}"; do
+      ip link del "$(fabric_veth_name "$index" "$k")" 2>/dev/null || true
+    done
+    ip link del "$(fabric_bridge_name "$index")" 2>/dev/null || true
+  done
+}
+
+# "carrier C, operstate S" of fabric_ifname as the node sees them in its /sys/class/net (ip netns
+# exec mounts the sysfs of the namespace named $1). Reading carrier fails (EINVAL) while the
+# interface itself is administratively down: "carrier -".
+fabric_link_state() {
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  ip netns exec "$1" sh -c 'c=$(cat "/sys/class/net/$0/carrier" 2>/dev/null) || c=-
+    echo "carrier $c, operstate $(cat "/sys/class/net/$0/operstate" 2>/dev/null || echo missing)"' "$fabric_ifname" 9>&-
+}
+
+# One line per fabric object of this state directory, for status: the bridge, then each node's
+# interface with its address, carrier and operstate as the node sees them, and blackholed ports.
+fabric_status() {
+  local index k ns veth addr state ports management_index=${net_index:-}
+  # status runs without load_options: the namespaces are those of the management subnet it owns.
+  [[ -n "$management_index" ]] || management_index=$(owned_net_indices | sed -n 1p)
+  for index in $(owned_fabric_indices); do
+    if [[ -e "/sys/class/net/$(fabric_bridge_name "$index")" ]]; then
+      printf '%-14s bridge %s, %s.1/24\n' fabric "$(fabric_bridge_name "$index")" "$(subnet_prefix "$index")"
+    else
+      printf '%-14s bridge %s missing\n' fabric "$(fabric_bridge_name "$index")"
+      continue
+    fi
+    for k in "${!nodes[@]}"; do
+      ns=/run/netns/$(netns_name "$management_index" "${nodes[k]}")
+      veth=$(fabric_veth_name "$index" "$k")
+      if [[ ! -e "$ns" || ! -e "/sys/class/net/$veth" ]]; then
+        printf '%-14s fabric veth %s missing\n' "${nodes[k]}" "$veth"
+        continue
+      fi
+      addr=$(nsenter "--net=$ns" ip -4 -o addr show dev "$fabric_ifname" 2>/dev/null | awk '{ print $4 }')
+      state=$(fabric_link_state "${ns##*/}")
+      ports=""
+      if command -v nft >/dev/null; then
+        ports=$({ nsenter "--net=$ns" nft list set inet "$fabric_nft_table" blackholed 2>/dev/null || true; } |
+          sed -n 's/.*elements = { \(.*\) }.*/\1/p')
+      fi
+      printf '%-14s %s %s, %s, veth %s%s\n' "${nodes[k]}" "$fabric_ifname" "${addr:-without an address}" "$state" "$veth" \
+        "${ports:+, TCP ports blackholed: $ports}"
+    done
+  done
+}
+
+# Checks that the cluster runs the fabric profile and has NODE's fabric link; sets fabric_ns
+# (NODE's network namespace file), fabric_veth (the host end) and fabric_node_address.
+require_fabric() {
+  local node="$1" index
+  profile_has fabric || die "$subcommand: the cluster of $state_dir runs profile $profile; fabric faults need a cluster started with --profile fabric"
+  for index in "${!nodes[@]}"; do
+    [[ "${nodes[index]}" == "$node" ]] && break
+  done
+  fabric_ns=/run/netns/$(netns_name "$net_index" "$node")
+  fabric_veth=$(fabric_veth_name "$fabric_index" "$index")
+  fabric_node_address=$(fabric_address "$index")
+  [[ -e "$fabric_ns" && -e "/sys/class/net/$fabric_veth" ]] ||
+    die "$subcommand: $node has no fabric link (network namespace $fabric_ns, veth $fabric_veth); start the cluster with up first"
+}
+
+# fabric-down/fabric-up NODE: the host end of the node's fabric veth goes down or up, so that the
+# node's fabric_ifname loses or regains its carrier while staying administratively up; waits
+# until the node sees the change and prints what it sees.
+cmd_fabric_link() {
+  local node="$1" direction="$2" state="" tries
+  require_fabric "$node"
+  ip link set dev "$fabric_veth" "$direction" || die "$subcommand: ip link set dev $fabric_veth $direction failed"
+  for ((tries = 0; tries < 50; tries++)); do
+    state=$(fabric_link_state "${fabric_ns##*/}")
+    if [[ "$direction" == down && "$state" == "carrier 0,"* ]] || [[ "$direction" == up && "$state" == "carrier 1, operstate up" ]]; then
+      note "$node's fabric link is $direction: its $fabric_ifname ($fabric_node_address) has $state (host end $fabric_veth)"
+      return
+    fi
+    sleep 0.1
+  done
+  die "$subcommand: $node's $fabric_ifname still has $state 5 s after its host end $fabric_veth went $direction"
+}
+
+# blackhole/unblackhole NODE PORT: adds PORT to, or removes it from, the set of TCP ports whose
+# packets to NODE's fabric address are dropped in NODE's network namespace.
+cmd_blackhole() {
+  local node="$1" port="$2" action="$3"
+  require_fabric "$node"
+  command -v nft >/dev/null || die "$subcommand needs nft; install the Debian package nftables"
+  local -a nft_in_node=(nsenter "--net=$fabric_ns" nft)
+  if [[ "$action" == add ]]; then
+    # The chain hooks input, before any socket sees the packet; the rule names the fabric
+    # address, so the same port on the management address still answers.
+    "${nft_in_node[@]}" -f - <<NFT || die "$subcommand: nft refused the rules in $node's network namespace (a kernel without nf_tables?)"
+table inet $fabric_nft_table {
+  set blackholed {
+    type inet_service
+  }
+  chain input {
+    type filter hook input priority filter; policy accept;
+  }
+}
+NFT
+    if ! "${nft_in_node[@]}" list chain inet "$fabric_nft_table" input | grep -q '@blackholed drop'; then
+      "${nft_in_node[@]}" add rule inet "$fabric_nft_table" input ip daddr "$fabric_node_address" tcp dport @blackholed drop ||
+        die "$subcommand: nft add rule failed in $node's network namespace"
+    fi
+    "${nft_in_node[@]}" add element inet "$fabric_nft_table" blackholed "{ $port }" ||
+      die "$subcommand: nft add element failed in $node's network namespace"
+    note "TCP to $fabric_node_address:$port ($node$fabric_suffix) is dropped in $node's network namespace"
+  elif "${nft_in_node[@]}" delete element inet "$fabric_nft_table" blackholed "{ $port }" 2>/dev/null; then
+    note "TCP to $fabric_node_address:$port ($node$fabric_suffix) is no longer dropped"
+  else
+    note "TCP port $port of $node's fabric address was not blackholed"
+  fi
 }
 
 # True when every running slurmd lives in its node's named network namespace; false after the
@@ -606,6 +905,12 @@ hosts_file_content() {
     fi
     echo "$(node_address "$index") ${nodes[index]}"
   done
+  if profile_has fabric; then
+    # The fabric's names, which a plugin with suffix=$fabric_suffix resolves.
+    for index in "${!nodes[@]}"; do
+      echo "$(fabric_address "$index") ${nodes[index]}$fabric_suffix"
+    done
+  fi
 }
 
 hosts_file_of() {
@@ -840,6 +1145,19 @@ export DTRAIN_CLUSTER_SUBNET='$(subnet_prefix "$net_index").0/24'
 export DTRAIN_CLUSTER_HOST_ADDRESS='$(host_address)'
 export DTRAIN_CLUSTER_NODE_ADDRESSES='$(for index in "${!nodes[@]}"; do printf '%s=%s ' "${nodes[index]}" "$(node_address "$index")"; done | sed 's/ $//')'
 export DTRAIN_CLUSTER_NODE_IFNAME='$node_ifname'
+EOF
+  if profile_has fabric; then
+    cat >>"$env_file.new" <<EOF
+# The fabric (--profile fabric): its subnet, the host's and each node's fabric address, the
+# interface that carries it in every node, and the suffix of its names in the hosts files.
+export DTRAIN_CLUSTER_FABRIC_SUBNET='$(subnet_prefix "$fabric_index").0/24'
+export DTRAIN_CLUSTER_FABRIC_HOST_ADDRESS='$(fabric_host_address)'
+export DTRAIN_CLUSTER_FABRIC_ADDRESSES='$(for index in "${!nodes[@]}"; do printf '%s=%s ' "${nodes[index]}" "$(fabric_address "$index")"; done | sed 's/ $//')'
+export DTRAIN_CLUSTER_FABRIC_IFNAME='$fabric_ifname'
+export DTRAIN_CLUSTER_FABRIC_SUFFIX='$fabric_suffix'
+EOF
+  fi
+  cat >>"$env_file.new" <<EOF
 # Keep Open MPI on the nodes' subnet over IPv4, and off UCX/OFI, which would probe for other
 # networks.
 export OMPI_MCA_btl_tcp_if_include='$(subnet_prefix "$net_index").0/24'
@@ -1116,7 +1434,7 @@ start_daemon() {
   local name="$1" hostname_in_ns="$2" join_pid="${3:-}" tmp_dir
   tmp_dir=$(daemon_tmp_dir "$name")
   local -a daemon_cmd net_enter=()
-  local stepd_mode=native gpu_devices=""
+  local stepd_mode=native gpu_devices="" own_net_sysfs=""
   if [[ "$name" == slurmctld ]]; then
     # -c: start clean instead of looking for state files that start_cluster removed.
     daemon_cmd=(slurmctld -c -f "$conf")
@@ -1131,6 +1449,10 @@ start_daemon() {
       mkdir -p "$gres_dev_dir"
       gpu_devices=$(seq -s ' ' 0 $((gres_gpus_per_node - 1)))
     fi
+    # The host's sysfs lists the host's interfaces: a node of the fabric profile gets the
+    # network directories of a sysfs mounted in its own network namespace, so that a check
+    # on the node reads its own interfaces' carrier and operstate, as on a real node.
+    profile_has fabric && own_net_sysfs=yes
   fi
   if [[ -n "$join_pid" ]]; then
     setsid nsenter --target "$join_pid" --mount --uts --net -- "${daemon_cmd[@]}" \
@@ -1162,9 +1484,17 @@ start_daemon() {
         mknod -m 666 "$7/nvidia$gpu" c 195 "$gpu"
       done
     fi
-    shift 9
+    if [ -n "${10}" ]; then
+      sysfs=$(mktemp -d -p /tmp)
+      mount -t sysfs sysfs "$sysfs"
+      mount --bind "$sysfs/class/net" /sys/class/net
+      mount --bind "$sysfs/devices/virtual/net" /sys/devices/virtual/net
+      umount -l "$sysfs"
+      rmdir "$sysfs"
+    fi
+    shift 10
     exec "$@"' sh "$hostname_in_ns" "$(hosts_file_of "$name")" "$tmp_dir" "$stepd_mode" "$valgrind_dir" \
-    "$slurmstepd_path" "$gres_dev_dir" "$gpu_devices" "$all_cpus" \
+    "$slurmstepd_path" "$gres_dev_dir" "$gpu_devices" "$all_cpus" "$own_net_sysfs" \
     "${daemon_cmd[@]}" </dev/null >"$log_dir/$name.stdio" 2>&1 9>&-
 }
 
@@ -1177,6 +1507,7 @@ feature_needs() {
     tmpfs) echo "job_container/tmpfs needs root, private mount namespaces and a BasePath on a file system that allows bind mounts" ;;
     gres) echo "gres/gpu needs the plugin gres_gpu.so and the File= devices of gres.conf in every node's mount namespace" ;;
     debian-hosts) echo "a node whose name resolves to 127.0.1.1 must still be reachable by slurmctld at its NodeAddr" ;;
+    fabric) echo "a second bridge and a second veth pair per node, as the management network has; blackhole needs nft (Debian package nftables) and nf_tables in the kernel" ;;
   esac
 }
 
@@ -1197,7 +1528,7 @@ explain_profile_failure() {
     echo "dtrain:   $line" >&2
   done <<<"${errors:-(no error lines in $log_dir)}"
   echo "dtrain: what profile $profile needs here:" >&2
-  for feature in reserved-ports pack cgroup tmpfs gres debian-hosts; do
+  for feature in reserved-ports pack cgroup tmpfs gres debian-hosts fabric; do
     profile_has "$feature" || continue
     echo "dtrain:   $feature: $(feature_needs "$feature")" >&2
   done
@@ -1316,6 +1647,7 @@ cmd_status() {
     fi
   done
   net_status
+  fabric_status
   if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
     printf '%-14s running\n' munged
   else
@@ -1445,6 +1777,18 @@ main() {
     exec)
       require_environment
       cmd_exec "$node_argument"
+      ;;
+    fabric-down | fabric-up)
+      require_environment
+      lock_state_dir
+      load_options
+      cmd_fabric_link "$node_argument" "${subcommand#fabric-}"
+      ;;
+    blackhole | unblackhole)
+      require_environment
+      lock_state_dir
+      load_options
+      cmd_blackhole "$node_argument" "$port_argument" "$([[ "$subcommand" == blackhole ]] && echo add || echo delete)"
       ;;
   esac
 }

@@ -25,7 +25,7 @@ readonly debian_packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip python3-torch
   libmunge-dev libjson-c-dev libyaml-dev libhttp-parser-dev
-  iproute2 procps util-linux bc
+  iproute2 nftables procps util-linux bc
   man-db dpkg-dev file rpm librsvg2-bin
   clang libclang-rt-14-dev valgrind
 )

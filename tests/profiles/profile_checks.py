@@ -2,8 +2,11 @@
 """Reads what tests/profiles/profile_checks.sh captured from the cluster of one site profile and
 holds the expectations on it: profile_checks.py CHECK FILES... (see --help). Exits 1 with
 `dtrain: check failed: ...` when an expectation does not hold."""
+import errno
 import os
+import socket
 import sys
+import time
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
@@ -155,6 +158,61 @@ def check_gpu_view(args):
           f"{sorted(held[1])}; device LOCAL_RANK is each task's bound GPU")
 
 
+def address_map(entries):
+    """'node1=A node2=B ...' (env.sh's DTRAIN_CLUSTER_*ADDRESSES) into {node: address}."""
+    return dict(entry.split("=", 1) for entry in entries.split() if "=" in entry)
+
+
+def check_fabric_endpoints(args):
+    """Tasks of an `srun -N4 -n4 --distributed-train` step (lines 'NODE MASTER_ADDR
+    DTRAIN_MASTER_ADDR DTRAIN_ENDPOINTS'): with suffix=-fab every endpoint is on a fabric
+    address, node by node in the step's order, and MASTER_ADDR is rank 0's fabric address."""
+    fabric, management = address_map(args.fabric), address_map(args.management)
+    expect(len(fabric) == 4 and len(management) == 4, f"--fabric {args.fabric!r} or --management {args.management!r} lacks a node")
+    lines = [line.split() for line in read_text(args.tasks).splitlines() if line.strip()]
+    expect(len(lines) == 4 and all(len(words) == 4 for words in lines),
+           f"{args.tasks}: expected 4 lines 'NODE MASTER_ADDR DTRAIN_MASTER_ADDR DTRAIN_ENDPOINTS'")
+    expect_equal("nodes of the step's tasks", sorted(words[0] for words in lines), sorted(fabric))
+    expected = ",".join(f"{fabric[node]}:" for node in sorted(fabric))
+    for node, master, dtrain_master, endpoints in lines:
+        hosts = ",".join(endpoint.rpartition(":")[0] + ":" for endpoint in endpoints.split(","))
+        expect(hosts == expected, f"DTRAIN_ENDPOINTS of {node}'s task is {endpoints}: its hosts are not "
+               f"the fabric addresses {expected} (management: {sorted(management.values())})")
+        expect_equal(f"MASTER_ADDR of {node}'s task (node1's fabric address)", master, fabric["node1"])
+        expect_equal(f"DTRAIN_MASTER_ADDR of {node}'s task", dtrain_master, fabric["node1"])
+    print(f"dtrain: ok: every task's DTRAIN_ENDPOINTS is on the fabric: {lines[0][3]}")
+
+
+def check_connect(args):
+    """One TCP connect, run on a node (cluster.sh exec): --expect connects (retried for up to
+    --limit seconds, a liveness bound), fails (no connection within --limit seconds, by error or
+    timeout) or times-out (no answer at all: no reset, no ICMP error, for --limit seconds)."""
+    started = time.monotonic()
+    outcome = None
+    while True:
+        with socket.socket() as sock:
+            sock.settimeout(max(0.1, args.limit - (time.monotonic() - started)))
+            try:
+                sock.connect((args.address, args.port))
+                outcome = "connected"
+            except socket.timeout:
+                outcome = "timed out"
+            except OSError as error:
+                outcome = errno.errorcode.get(error.errno, str(error.errno))
+        took = time.monotonic() - started
+        if outcome == "connected" or args.expect != "connects" or took >= args.limit:
+            break
+        time.sleep(0.2)
+    what = f"TCP connect to {args.address}:{args.port} from {socket.gethostname()} ({args.what})"
+    if args.expect == "connects":
+        expect(outcome == "connected", f"{what}: {outcome} after {took:.2f} s, expected a connection")
+    elif args.expect == "fails":
+        expect(outcome != "connected", f"{what} connected after {took:.2f} s, expected it to fail")
+    else:
+        expect(outcome == "timed out", f"{what}: {outcome} after {took:.2f} s, expected no answer for {args.limit} s")
+    print(f"dtrain: ok: {what}: {outcome} after {took:.2f} s")
+
+
 def main():
     parser, checks = new_parser(__doc__)
     add_check(checks, "disjoint-cpus", check_disjoint_cpus, check_disjoint_cpus.__doc__,
@@ -169,6 +227,12 @@ def main():
               arg("bus_ids"), arg("--topology", required=True), arg("--gpus", type=int, required=True))
     add_check(checks, "gpu-view", check_gpu_view, check_gpu_view.__doc__,
               arg("first"), arg("second"), arg("--topology", required=True))
+    add_check(checks, "fabric-endpoints", check_fabric_endpoints, check_fabric_endpoints.__doc__,
+              arg("tasks"), arg("--fabric", required=True), arg("--management", required=True))
+    add_check(checks, "connect", check_connect, check_connect.__doc__,
+              arg("address"), arg("port", type=int),
+              arg("--expect", required=True, choices=["connects", "fails", "times-out"]),
+              arg("--limit", type=float, required=True), arg("--what", required=True))
     run_check(parser)
 
 

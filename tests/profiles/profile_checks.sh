@@ -5,7 +5,8 @@
 #   profile_checks.sh --state-dir DIR [--plugin SO --topology XML] PROFILE
 # PROFILE is one of slurm/local/cluster.sh's --profile names. --plugin and --topology (for gres
 # and site) load the dtrain plugin with topology=XML, whose GPUs must be the gres devices of a
-# node. Exit status 77 with "dtrain: skipped: REASON" when Slurm cannot run the profile here.
+# node; on fabric the plugin's line carries suffix=-fab, which puts the endpoints on the fabric.
+# Exit status 77 with "dtrain: skipped: REASON" when Slurm cannot run the profile here.
 set -euo pipefail
 
 # shellcheck source=tests/cluster/check_lib.sh
@@ -29,7 +30,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '3,8p' "$0" | cut -c3-
+      sed -n '3,9p' "$0" | cut -c3-
       exit 0
       ;;
     -*) fail "unknown option '$1'; see --help" ;;
@@ -73,7 +74,9 @@ bring_cluster_up() {
   work_dir=$(mktemp -d -p "$state_dir" checks.XXXXXX)
   if [[ -n "$plugin" ]]; then
     [[ -f "$plugin" && ( -z "$topology" || -f "$topology" ) ]] || fail "--plugin '$plugin' or --topology '$topology' is not a file"
-    echo "required $plugin${topology:+ topology=$topology}" >"$state_dir/plugstack.conf"
+    # The fabric profile names its nodes' fabric addresses nodeK-fab, as sites name IPoIB ones.
+    echo "required $plugin${topology:+ topology=$topology}$([[ "$profile" != fabric ]] || echo " suffix=-fab")" \
+      >"$state_dir/plugstack.conf"
   else
     : >"$state_dir/plugstack.conf"
   fi
@@ -301,8 +304,86 @@ check_debian_hosts() {
   fi
 }
 
+# fabric_address NODE: NODE's address on the fabric (from env.sh).
+fabric_address() {
+  local entry
+  for entry in ${DTRAIN_CLUSTER_FABRIC_ADDRESSES:?env.sh of a fabric cluster sets it}; do
+    [[ ${entry%%=*} == "$1" ]] && echo "${entry#*=}" && return 0
+  done
+  fail "no fabric address for node '$1' in DTRAIN_CLUSTER_FABRIC_ADDRESSES ($DTRAIN_CLUSTER_FABRIC_ADDRESSES)"
+}
+
+# connect_from NODE ADDRESS PORT EXPECT LIMIT WHAT: one TCP connect from NODE (profile_checks.py
+# connect: EXPECT is connects, fails or times-out within LIMIT seconds).
+connect_from() {
+  "$dtrain_cluster_sh" --state-dir "$state_dir" exec "$1" -- /usr/bin/python3 "$profile_dir/profile_checks.py" \
+    connect "$2" "$3" --expect "$4" --limit "$5" --what "$6"
+}
+
+cluster_sh() {
+  "$dtrain_cluster_sh" "$@" --state-dir "$state_dir"
+}
+
+check_fabric() {
+  [[ -n "$plugin" ]] || fail "the fabric profile's check needs --plugin (the endpoints come from the plugin)"
+  expect_line "the plugin's line in plugstack.conf" ' suffix=-fab( |$)' "$(grep spank_dtrain "$state_dir/plugstack.conf")"
+  # Slurm stays on the management network.
+  expect_equal "NodeAddr of node2 in slurmctld" "$(scontrol show node node2 | grep -o 'NodeAddr=[^ ]*')" \
+    "NodeAddr=$(node_address node2)"
+  # shellcheck disable=SC2016 # expanded by each task
+  run_job "$work_dir/endpoints" -N4 -n4 --distributed-train \
+    bash -c 'echo "$SLURMD_NODENAME ${MASTER_ADDR:-unset} ${DTRAIN_MASTER_ADDR:-unset} ${DTRAIN_ENDPOINTS:-unset}"'
+  profile_checks_py fabric-endpoints "$work_dir/endpoints" --fabric "$DTRAIN_CLUSTER_FABRIC_ADDRESSES" \
+    --management "$DTRAIN_CLUSTER_NODE_ADDRESSES"
+
+  # node2's fabric link down: slurmd answers on the management network, the fabric does not.
+  local slurmd_port node2_fabric
+  slurmd_port=$(scontrol show config | awk '$1 == "SlurmdPort" { print $3 }')
+  node2_fabric=$(fabric_address node2)
+  connect_from node1 "$node2_fabric" "$slurmd_port" connects 5 "node2's fabric address, link up"
+  cluster_sh fabric-down node2
+  expect_line "state of node2 in sinfo after fabric-down" '^(idle|mixed|allocated)$' "$(sinfo -h -n node2 -N -o '%T')"
+  # shellcheck disable=SC2016 # expanded by the task
+  run_job "$work_dir/down-node2" -w node2 -N1 -n1 \
+    bash -c 'echo "$(hostname) $(cat "/sys/class/net/$0/carrier") $(cat "/sys/class/net/$0/operstate")"' "$DTRAIN_CLUSTER_FABRIC_IFNAME"
+  expect_line "hostname, carrier and operstate of $DTRAIN_CLUSTER_FABRIC_IFNAME in a task on node2 after fabric-down" \
+    '^node2 0 (down|lowerlayerdown)$' "$(cat "$work_dir/down-node2")"
+  connect_from node1 "$node2_fabric" "$slurmd_port" fails 3 "node2's fabric address, link down"
+  connect_from node1 "$(node_address node2)" "$slurmd_port" connects 5 "node2's management address, fabric link down"
+  cluster_sh fabric-up node2
+  # shellcheck disable=SC2016 # expanded by the task
+  run_job "$work_dir/up-node2" -w node2 -N1 -n1 \
+    bash -c 'echo "$(cat "/sys/class/net/$0/carrier") $(cat "/sys/class/net/$0/operstate")"' "$DTRAIN_CLUSTER_FABRIC_IFNAME"
+  expect_equal "carrier and operstate of $DTRAIN_CLUSTER_FABRIC_IFNAME on node2 after fabric-up" "$(cat "$work_dir/up-node2")" "1 up"
+  connect_from node1 "$node2_fabric" "$slurmd_port" connects 5 "node2's fabric address, link up again"
+
+  # A blackholed port on node3's fabric address: no answer there; its other ports and the same
+  # port on the management address still answer.
+  local port node3_fabric
+  port=$(free_port_block 1)
+  node3_fabric=$(fabric_address node3)
+  hold_port 0.0.0.0 "$port" "$work_dir" node3 || fail "cannot listen on port $port on node3"
+  connect_from node1 "$node3_fabric" "$port" connects 5 "a listening port of node3's fabric address"
+  cluster_sh blackhole node3 "$port"
+  connect_from node1 "$node3_fabric" "$port" times-out 2 "the blackholed port of node3's fabric address"
+  connect_from node1 "$node3_fabric" "$slurmd_port" connects 5 "another port of node3's fabric address, one port blackholed"
+  connect_from node1 "$(node_address node3)" "$port" connects 5 "the blackholed port on node3's management address"
+  cluster_sh unblackhole node3 "$port"
+  connect_from node1 "$node3_fabric" "$port" connects 5 "node3's fabric port after unblackhole"
+  kill "$holder_pid" 2>/dev/null || true
+
+  # down removes the fabric with the rest: no bridge, veth or address in its subnet is left.
+  local fabric_subnet=$DTRAIN_CLUSTER_FABRIC_SUBNET
+  kill_descendants $$
+  "$dtrain_cluster_sh" down --state-dir "$state_dir" >/dev/null
+  expect_equal "interfaces with an address in the fabric subnet $fabric_subnet after down" \
+    "$(ip -4 -o addr show to "$fabric_subnet" | awk '{ print $2 }' | tr '\n' ' ')" ""
+  expect_equal "fabric interfaces of $state_dir after down" \
+    "$(grep -lxF "$state_dir" /sys/class/net/dtrainf*/ifalias 2>/dev/null | tr '\n' ' ')" ""
+}
+
 case "$profile" in
-  default | reserved-ports | pack | cgroup | tmpfs | gres | debian-hosts | site) ;;
+  default | reserved-ports | pack | cgroup | tmpfs | gres | debian-hosts | site | fabric) ;;
   *) fail "unknown profile '$profile'" ;;
 esac
 bring_cluster_up
