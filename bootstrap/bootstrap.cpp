@@ -407,8 +407,9 @@ class Bootstrapper {
     setup.comm = MPI_COMM_WORLD;
     setup.rank = rank_;
     setup.size = size_;
-    const bool bound = env_.present && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr;
-    setup.device = choose_device(local_rank, visible_device_count(), bound);
+    setup.device = choose_device(
+        local_rank, visible_device_count(),
+        env_.present ? plugin_cuda_device(std::getenv("DTRAIN_CUDA_DEVICE")) : std::nullopt);
     setup.wait = [this](const std::function<bool()>& done, const std::string& step,
                         const std::function<void()>& before_abort) {
       const auto limit = rank_ == 0 ? deadline_ : deadline_ + kFollowerGrace;

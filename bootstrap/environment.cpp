@@ -187,13 +187,26 @@ std::chrono::milliseconds resolve_timeout(std::optional<std::chrono::millisecond
 
 namespace dtrain::bootstrap {
 
-int choose_device(int local_rank, int visible_devices, bool bound_by_plugin) {
+int choose_device(int local_rank, int visible_devices, std::optional<int> plugin_device) {
   if (visible_devices <= 0) {
     throw Error(ErrorKind::kResource,
                 "no CUDA device is visible to this task (cudaGetDeviceCount found none); use "
                 "--backend mpi on hosts without GPUs, or check CUDA_VISIBLE_DEVICES");
   }
-  return bound_by_plugin ? 0 : local_rank % visible_devices;
+  if (!plugin_device) return local_rank % visible_devices;
+  if (*plugin_device >= visible_devices) {
+    throw Error(ErrorKind::kMismatch,
+                "DTRAIN_CUDA_DEVICE=" + std::to_string(*plugin_device) +
+                    " names no device: " + std::to_string(visible_devices) +
+                    " are visible to this task. Something changed CUDA_VISIBLE_DEVICES after the "
+                    "plugin set it; unset it in the job, or set DTRAIN_CUDA_DEVICE to match");
+  }
+  return *plugin_device;
+}
+
+std::optional<int> plugin_cuda_device(const char* value) {
+  if (value == nullptr) return std::nullopt;
+  return static_cast<int>(core::parse_unsigned(value, "DTRAIN_CUDA_DEVICE", 0, 1023));
 }
 
 }  // namespace dtrain::bootstrap

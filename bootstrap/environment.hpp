@@ -97,10 +97,15 @@ struct RankRecord {
 
 namespace dtrain::bootstrap {
 
-// The CUDA device a rank uses. When the plugin bound the task (DTRAIN_* present and
-// CUDA_VISIBLE_DEVICES set), the binding already narrowed the visible set to this task's GPUs,
-// so device 0 of that set. Otherwise (plain mpirun, or every GPU visible to every task)
-// local_rank modulo the number of visible devices.
-int choose_device(int local_rank, int visible_devices, bool bound_by_plugin);
+// The CUDA device a rank uses. Where the plugin bound the task it exports DTRAIN_CUDA_DEVICE, the
+// task's own device among those it sees (LOCAL_RANK in the node view, 0 where it sees its own
+// GPUs only): that one, refused when it is not a visible device. Otherwise (plain mpirun, GPUs
+// named by UUID or MIG instance, a plugin without the GPU view) local_rank modulo the number of
+// visible devices.
+int choose_device(int local_rank, int visible_devices, std::optional<int> plugin_device);
+
+// DTRAIN_CUDA_DEVICE as choose_device takes it: unset when the variable is; throws
+// Error(kInvalidInput) naming it when it is not a device index.
+std::optional<int> plugin_cuda_device(const char* value);
 
 }  // namespace dtrain::bootstrap

@@ -190,9 +190,22 @@ TEST(Environment, KeepFreedMemoryDefaultsOnAndFollowsTheVariable) {
 }
 
 TEST(Environment, DeviceChoice) {
-  EXPECT_EQ(choose_device(3, 1, true), 0);
-  EXPECT_EQ(choose_device(5, 4, false), 1);
-  EXPECT_THROW(choose_device(0, 0, true), dtrain::Error);
+  // The plugin's device: its own GPU among the node view's eight, or device 0 of its own.
+  EXPECT_EQ(choose_device(3, 8, 3), 3);
+  EXPECT_EQ(choose_device(3, 1, 0), 0);
+  // Without it: local rank modulo the visible devices.
+  EXPECT_EQ(choose_device(5, 4, std::nullopt), 1);
+  EXPECT_THROW(choose_device(0, 0, 0), dtrain::Error);
+  try {
+    choose_device(3, 1, 3);
+    FAIL() << "device 3 of 1 was accepted";
+  } catch (const dtrain::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("DTRAIN_CUDA_DEVICE=3"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(plugin_cuda_device(nullptr), std::nullopt);
+  EXPECT_EQ(plugin_cuda_device("5"), 5);
+  EXPECT_THROW(plugin_cuda_device("cuda:0"), dtrain::Error);
 }
 
 // A step of 100,000 ranks on 12,500 nodes of 8: the list is about 2 MB, past the 1 MiB that
