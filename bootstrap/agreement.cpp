@@ -1356,13 +1356,18 @@ class Protocol {
       for (const auto& record : more) {
         for (int target : record.reached) by_source[record.rank][target] = 0;
       }
+      std::vector<FailedLink> links;
       for (const auto& [source, targets] : by_source) {
         for (const auto& [target, error] : targets) {
           const RankRecord& from = by_rank[source];
           const RankRecord& to = by_rank[target];
           lines.push_back(error != 0 ? describe_probe_failure(from, to, error)
                                      : describe_impostor(from, to));
+          if (error != 0) links.push_back({from.hostname, to.hostname});
         }
+      }
+      if (auto suspect = describe_suspect(links); !suspect.empty()) {
+        lines.push_back(std::move(suspect));
       }
     }
     std::string own;

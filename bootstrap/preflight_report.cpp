@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <set>
 
 #include "bootstrap/endpoints.hpp"
 #include "bootstrap/fingerprint.hpp"
@@ -56,6 +58,45 @@ std::string describe_impostor(const RankRecord& source, const RankRecord& target
          port_of(target.listen_endpoint) + " (" + target.listen_endpoint + "), but rank " +
          std::to_string(target.mpi.rank) +
          " could not listen there: another process answers on that port";
+}
+
+std::optional<std::string> suspect_node(const std::vector<FailedLink>& links) {
+  std::optional<std::set<std::string>> common;
+  for (const auto& link : links) {
+    if (link.from == link.to) continue;
+    const std::set<std::string> ends = {link.from, link.to};
+    if (!common) {
+      common = ends;
+      continue;
+    }
+    std::set<std::string> both;
+    std::set_intersection(common->begin(), common->end(), ends.begin(), ends.end(),
+                          std::inserter(both, both.begin()));
+    common = std::move(both);
+  }
+  if (!common || common->size() != 1) return std::nullopt;
+  return *common->begin();
+}
+
+std::string describe_suspect(const std::vector<FailedLink>& links) {
+  std::set<std::string> others;
+  std::size_t between_nodes = 0;
+  for (const auto& link : links) {
+    if (link.from != link.to) ++between_nodes;
+  }
+  if (between_nodes == 0) return "";
+  if (const auto suspect = suspect_node(links)) {
+    for (const auto& link : links) {
+      if (link.from != link.to) others.insert(link.from == *suspect ? link.to : link.from);
+    }
+    std::string list;
+    for (const auto& other : others) list += (list.empty() ? "" : ", ") + other;
+    return "suspect node: " + *suspect + " (an end of all " + std::to_string(between_nodes) +
+           " failed connections between nodes, with " + list +
+           "); exclude it (srun --exclude=" + *suspect + ") and tell the site";
+  }
+  return "no suspect node: no single node is an end of all " + std::to_string(between_nodes) +
+         " failed connections between nodes";
 }
 
 std::string describe_absent_ranks(const std::vector<std::string>& endpoints,

@@ -29,6 +29,23 @@ std::string describe_impostor(const RankRecord& source, const RankRecord& target
 std::string describe_absent_ranks(const std::vector<std::string>& endpoints,
                                   const std::vector<ProbeOutcome>& outcomes);
 
+// A failed connection between two nodes: the host of the rank that connected and of the rank it
+// could not reach.
+struct FailedLink {
+  std::string from;
+  std::string to;
+};
+
+// The node to suspect: the one node that is an end of every failed link between two different
+// nodes. Nobody when there is no such link, when two nodes share that role (every failure is
+// between the same two nodes: either may be at fault), or when no node is common to all (several
+// independent faults, or the network between groups of nodes). Links within one node say nothing
+// about the node's network to the others and are not counted.
+std::optional<std::string> suspect_node(const std::vector<FailedLink>& links);
+
+// The report's line for the suspect, or for why there is none; "" when no link failed.
+std::string describe_suspect(const std::vector<FailedLink>& links);
+
 // Every failure, listen failures first, in rank order. Empty when the preflight passed.
 std::vector<std::string> describe_preflight(const std::vector<RankRecord>& records,
                                             const std::vector<std::vector<ProbeOutcome>>& outcomes);

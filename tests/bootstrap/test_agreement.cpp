@@ -235,6 +235,27 @@ TEST(Agreement, UnreachablePeersAreNamedWithTheirHostAndPort) {
       << report;
 }
 
+// node2's network is down: every probe between its ranks and the other nodes' times out. The
+// report names node2 as the node in every failed connection.
+TEST(Agreement, ANodeInEveryFailedConnectionIsNamedAsTheSuspect) {
+  Scenario scenario;
+  scenario.ranks = 12;  // node1: 0-3, node2: 4-7, node3: 8-11
+  for (int inside = 4; inside < 8; ++inside) {
+    for (int outside : {0, 1, 2, 3, 8, 9, 10, 11}) {
+      scenario.unreachable.insert({inside, outside});
+      scenario.unreachable.insert({outside, inside});
+    }
+  }
+  const auto result = run_scenario(scenario);
+  const std::string& report = result.outcome(0).report;
+  EXPECT_TRUE(contains(report, "cannot reach rank")) << report;
+  EXPECT_TRUE(contains(report, "\n  suspect node: node2 (an end of all ")) << report;
+  EXPECT_TRUE(contains(report,
+                       "failed connections between nodes, with node1, node3); exclude "
+                       "it (srun --exclude=node2) and tell the site"))
+      << report;
+}
+
 TEST(Agreement, OneRankWithoutTheLaunchersNodesMakesEveryRankAskMpi) {
   Scenario scenario;
   scenario.ranks = 10;

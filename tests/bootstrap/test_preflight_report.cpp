@@ -83,4 +83,32 @@ TEST(PreflightReport, ManyAbsentRanksKeepTheMessageShort) {
   EXPECT_EQ(message.find("node18:1"), std::string::npos) << message;
 }
 
+// node2's fabric is down: every connection to or from it fails, the others work.
+TEST(PreflightReport, TheNodeInEveryFailedLinkIsTheSuspect) {
+  const std::vector<FailedLink> node2_down = {
+      {"node1", "node2"}, {"node3", "node2"}, {"node2", "node1"}, {"node2", "node3"}};
+  EXPECT_EQ(suspect_node(node2_down), "node2");
+  EXPECT_EQ(describe_suspect(node2_down),
+            "suspect node: node2 (an end of all 4 failed connections between nodes, with node1, "
+            "node3); exclude it (srun --exclude=node2) and tell the site");
+  // Links within a node say nothing about its network to the others.
+  auto with_local = node2_down;
+  with_local.push_back({"node3", "node3"});
+  EXPECT_EQ(suspect_node(with_local), "node2");
+}
+
+TEST(PreflightReport, AmbiguousOrIndependentFailuresSuspectNobody) {
+  // Only two nodes fail to talk: either may be at fault.
+  const std::vector<FailedLink> one_pair = {{"node1", "node2"}, {"node2", "node1"}};
+  EXPECT_EQ(suspect_node(one_pair), std::nullopt);
+  EXPECT_EQ(describe_suspect(one_pair),
+            "no suspect node: no single node is an end of all 2 failed connections between "
+            "nodes");
+  // Two faults that share no node.
+  EXPECT_EQ(suspect_node({{"node1", "node2"}, {"node3", "node4"}}), std::nullopt);
+  // Nothing failed between nodes: no line at all.
+  EXPECT_EQ(suspect_node({}), std::nullopt);
+  EXPECT_EQ(describe_suspect({{"node1", "node1"}}), "");
+}
+
 }  // namespace
