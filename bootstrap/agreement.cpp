@@ -1334,6 +1334,7 @@ class Protocol {
     if (!co_await gather(answer, kTagGatherAgain, more)) co_return false;
 
     std::vector<std::string> lines;
+    std::vector<int> node_fault;  // rank 0's verdict, broadcast: {1} when nodes failed to connect
     if (rank_ == 0) {
       std::map<int, RankRecord> by_rank;
       for (const auto* list : {&records, &more}) {
@@ -1368,6 +1369,7 @@ class Protocol {
       }
       if (auto suspect = describe_suspect(links); !suspect.empty()) {
         lines.push_back(std::move(suspect));
+        node_fault.push_back(1);
       }
     }
     std::string own;
@@ -1379,11 +1381,14 @@ class Protocol {
       self.listen_errno = facts_.listen_errno;
       own = describe_listen_failure(self);
     }
+    // One more broadcast, on the failure path only: every rank exits with the same status.
+    if (!co_await broadcast_ranks(node_fault)) co_return false;
     const auto notes = std::move(outcome.notes);
     outcome = failed(ErrorKind::kResource, "connectivity preflight failed:" + join_lines(lines),
                      own.empty() ? "connectivity preflight failed (rank 0 prints the details)"
                                  : "connectivity preflight failed: " + own);
     outcome.notes = notes;
+    outcome.node_fault = !node_fault.empty();
     co_return true;
   }
 

@@ -112,8 +112,11 @@ struct Outcome {
   std::string report;              // kFailed, rank 0: the full report
   std::string summary;             // kFailed: this rank's one line
   std::vector<std::string> notes;  // rank 0 prints each after "dtrain: " (warnings, notes)
-  std::string timeout;             // kTimedOut: "timed out after N s <step><what is known>"
-  int local_rank = 0;              // MPI's placement of this rank
+  // kFailed: the preflight failed on connections between nodes, which every rank knows from
+  // rank 0's verdict: a node or the network between nodes is at fault, not the program.
+  bool node_fault = false;
+  std::string timeout;  // kTimedOut: "timed out after N s <step><what is known>"
+  int local_rank = 0;   // MPI's placement of this rank
   int local_size = 1;
   ProtocolTimings timings;
 };

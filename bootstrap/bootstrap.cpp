@@ -446,8 +446,10 @@ class Bootstrapper {
     release_world();
     watchdog_.set_phase("MPI_Finalize after a failed bootstrap");
     MPI_Finalize();
-    throw Error(outcome.error,
-                who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : outcome.summary));
+    const std::string what =
+        who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : outcome.summary);
+    if (outcome.node_fault) throw NodeFaultError(outcome.error, what);
+    throw Error(outcome.error, what);
   }
 
   BootstrapConfig config_;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "bootstrap/communicator.hpp"
+#include "core/error.hpp"
 
 namespace dtrain::bootstrap {
 
@@ -75,6 +76,19 @@ class Session {
 // passes ends the job (MPI_Abort) after printing which step and, where known, which ranks
 // did not arrive.
 std::unique_ptr<Session> init(int& argc, char**& argv, const BootstrapConfig& config = {});
+
+// What init() throws when the connectivity preflight failed on connections between nodes (the
+// report then names the node to suspect, where one node is in every failed connection): a node
+// or the network between nodes is at fault rather than the program, so the job may succeed on
+// other nodes. Every rank throws it alike.
+class NodeFaultError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The exit status dtrain's programs give for NodeFaultError: EX_TEMPFAIL of sysexits.h, "a
+// temporary failure; the user is invited to retry". A site lists it in slurm.conf's RequeueExit.
+inline constexpr int kExitNodeFault = 75;
 
 // "rank 3 on node2": how messages name this process.
 std::string describe_self(int rank, const std::string& host);

@@ -424,6 +424,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<bootstrap::Session> session;
   try {
     session = bootstrap::init(argc, argv, config);
+  } catch (const bootstrap::NodeFaultError& error) {
+    std::fprintf(stderr, "dtrain: %s\n", error.what());
+    return bootstrap::kExitNodeFault;
   } catch (const Error& error) {
     std::fprintf(stderr, "dtrain: %s\n", error.what());
     return 1;

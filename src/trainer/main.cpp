@@ -246,6 +246,9 @@ int main(int argc, char** argv) {
           std::chrono::milliseconds(static_cast<long long>(cli.bootstrap_timeout * 1e3));
     }
     session = dtrain::bootstrap::init(argc, argv, config);
+  } catch (const dtrain::bootstrap::NodeFaultError& e) {
+    std::cerr << "dtrain: " << e.what() << "\n";
+    return dtrain::bootstrap::kExitNodeFault;
   } catch (const Error& e) {
     std::cerr << "dtrain: " << e.what() << "\n";
     return 1;

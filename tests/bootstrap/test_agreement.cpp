@@ -218,6 +218,8 @@ TEST(Agreement, AHeldPortIsNamedWithTheRanksThatReachedTheImpostor) {
   EXPECT_TRUE(contains(result.outcome(6).summary,
                        "connectivity preflight failed: rank 6 on node2 "
                        "cannot listen on "));
+  // A held port is not a node's fault: no rank reports one.
+  for (int r = 0; r < 8; ++r) EXPECT_FALSE(result.outcome(r).node_fault) << r;
 }
 
 TEST(Agreement, UnreachablePeersAreNamedWithTheirHostAndPort) {
@@ -254,6 +256,11 @@ TEST(Agreement, ANodeInEveryFailedConnectionIsNamedAsTheSuspect) {
                        "failed connections between nodes, with node1, node3); exclude "
                        "it (srun --exclude=node2) and tell the site"))
       << report;
+  // Every rank knows it is a node fault (rank 0's verdict), so all exit with one status.
+  for (int r = 0; r < 12; ++r) {
+    EXPECT_EQ(result.outcome(r).kind, Outcome::Kind::kFailed) << r;
+    EXPECT_TRUE(result.outcome(r).node_fault) << r;
+  }
 }
 
 TEST(Agreement, OneRankWithoutTheLaunchersNodesMakesEveryRankAskMpi) {

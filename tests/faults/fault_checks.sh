@@ -153,6 +153,37 @@ check_endpoint_port_held() {
   expect_line "and how to find the holder" "ss -ltnp 'sport = :${held##*:}'\" on node3" "$out"
 }
 
+# ---- a node's fabric link down (profile fabric) ---------------------------------------------------
+# node2's data fabric is down (its cable pulled: no carrier), its management network and slurmd
+# are fine, so Slurm starts the step there. dtrain's endpoints are on the fabric (suffix=-fab):
+# the bootstrap's preflight must fail, its report must name node2 as the suspect node, and every
+# rank must exit with 75 (EX_TEMPFAIL), which srun passes on. With the link back, the same step
+# runs. Prints how long the failing step took.
+check_fabric_down() {
+  local out status=0 started finished
+  : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true' EXIT
+  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  started=$(now)
+  out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
+    "$DTRAIN_BENCH" --bootstrap-only --timeout 60 2>&1) || status=$?
+  finished=$(now)
+  echo "$out"
+  ((status != 124)) || fail "the step still ran after 120 s"
+  expect_equal "srun's exit status with node2's fabric down" "$status" 75
+  expect_line "the report names node2 as the suspect" \
+    'suspect node: node2 \(an end of all [0-9]+ failed connections between nodes, with node1, node3\)' "$out"
+  expect_line "a failed connection with node2 is named" \
+    '(cannot reach rank 1 at node2:[0-9]+|rank 1 on node2 cannot reach)' "$out"
+  echo "ok: node2's fabric down: the step failed with status 75 naming node2 in $(elapsed "$started" "$finished") s"
+  "$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  trap - EXIT
+  out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
+    "$DTRAIN_BENCH" --bootstrap-only --timeout 60 2>&1) ||
+    fail "with node2's fabric back, the step failed:"$'\n'"$out"
+  echo "ok: with node2's fabric back up the same step bootstraps"
+}
+
 # ---- slurmd of one node stopped mid-job ---------------------------------------------------------
 # While job A runs on all four nodes, node2's slurmd is stopped (SIGTERM, as `systemctl stop`).
 # A step launched meanwhile must fail cleanly: an error naming node2, no hang, nothing left on
@@ -276,6 +307,7 @@ case "${1:-}" in
   killed-during-all-reduce) check_killed_during_all_reduce ;;
   endpoint-port-held) check_endpoint_port_held ;;
   slurmd-stopped) check_slurmd_stopped ;;
+  fabric-down) check_fabric_down ;;
   endurance) check_endurance "${2:-200}" ;;
   endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
   valgrind-stepd) check_valgrind_stepd ;;
