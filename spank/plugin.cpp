@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPANK entry points: the dispatcher. Each callback hands its context to the file named after
 // it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
+// slurmd_epilog_node_check: a job's epilog, as root;
 // slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root when
 // a task ends) and guarantees that no C++ exception crosses into Slurm: errors are
 // caught, logged with "dtrain:" and returned.
@@ -14,6 +15,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "spank/slurmd_epilog_node_check.hpp"
 #include "spank/slurmd_topology_cache.hpp"
 #include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
@@ -153,4 +155,10 @@ extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
     (state().end_task != nullptr ? state().end_task : &_exit)(1);
   }
   return rc;
+}
+
+// The epilog of every job (slurmd runs it once a plugin defines it); with node_check=off it does
+// nothing.
+extern "C" int slurm_spank_job_epilog(spank_t /*sp*/, int ac, char** av) {
+  return run_epilog_node_check(ac, av);
 }

@@ -193,6 +193,8 @@ PluginConfig parse_plugin_args(const std::vector<std::string>& args) {
       config.allow_loopback = value == "allow";
     } else if (key == "check_ports") {
       config.check_ports = parse_switch(key, value);
+    } else if (key == "node_check") {
+      config.node_check = parse_switch(key, value);
     } else {
       throw_invalid("unknown plugstack argument '" + key +
                     "'; valid keys: " + std::string(kPluginKeys));

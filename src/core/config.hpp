@@ -101,11 +101,14 @@ struct PluginConfig {
   // loopback=allow: a multi-node step may list 127.x endpoints (all nodes on one machine).
   bool allow_loopback = false;
   bool check_ports = true;  // check_ports=on|off: warn when a needed port is in use
+  // node_check=on|off: in every job's epilog each node checks its own fabric link, as root, and
+  // drains itself with a dtrain reason when the link is down (core/node_check.hpp).
+  bool node_check = false;
 };
 
 inline constexpr std::string_view kPluginKeys =
     "enable, frameworks, ports, port_block, address, ip_max_nodes, suffix, topology, "
-    "topology_cache, bind, gpus, gpu_view, loopback, check_ports";
+    "topology_cache, bind, gpus, gpu_view, loopback, check_ports, node_check";
 
 // Parses plugstack.conf arguments ("key=value" each). Throws dtrain::Error naming the key.
 PluginConfig parse_plugin_args(const std::vector<std::string>& args);

@@ -2,11 +2,14 @@
 #include "core/net_io.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -164,6 +167,66 @@ bool port_in_use(const std::string& addr, std::uint16_t port) {
       bind(fd, reinterpret_cast<sockaddr*>(&storage), len) != 0 && errno == EADDRINUSE;
   close(fd);
   return busy;
+}
+
+namespace {
+
+bool plain_interface_name(const char* name) {
+  const std::string_view text(name);
+  return !text.empty() && text.size() <= 15 && text != "." && text != ".." &&
+         std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+         });
+}
+
+// One line of a sysfs attribute (at most 64 bytes), without its newline; nothing when unreadable.
+std::optional<std::string> read_attribute(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  char buffer[64];
+  const ssize_t got = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  if (got <= 0) return std::nullopt;
+  std::string text(buffer, static_cast<std::size_t>(got));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::optional<std::string> interface_with_address(const std::string& address) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  for (const ifaddrs* ifa = list; ifa != nullptr && !found; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr) continue;
+    const int family = ifa->ifa_addr->sa_family;
+    const void* raw = nullptr;
+    if (family == AF_INET) {
+      raw = &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
+    } else if (family == AF_INET6) {
+      raw = &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (inet_ntop(family, raw, text, sizeof text) == nullptr || address != text) continue;
+    if (plain_interface_name(ifa->ifa_name)) found = ifa->ifa_name;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+LinkState link_state(const std::string& name) {
+  LinkState state;
+  if (!plain_interface_name(name.c_str())) return state;
+  const std::string dir = "/sys/class/net/" + name + "/";
+  if (const auto carrier = read_attribute(dir + "carrier"); carrier == "0" || carrier == "1") {
+    state.carrier = *carrier == "1" ? 1 : 0;
+  }
+  state.operstate = read_attribute(dir + "operstate").value_or("");
+  return state;
 }
 
 }  // namespace dtrain::core

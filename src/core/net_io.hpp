@@ -30,4 +30,17 @@ std::optional<std::uint32_t> listener_uid(const std::string& addr, std::uint16_t
 // True when a listening socket already holds addr:port on this machine.
 bool port_in_use(const std::string& addr, std::uint16_t port);
 
+// The interface of this network namespace that holds the numeric address `address` (getifaddrs),
+// or nothing. Only names of at most 15 characters from [A-Za-z0-9._:-] are returned.
+std::optional<std::string> interface_with_address(const std::string& address);
+
+// The link state of interface `name` from /sys/class/net/NAME: its carrier (1 or 0; nothing when
+// the kernel refuses to say, as it does for an interface that is administratively down) and its
+// operstate ("" when unreadable). `name` must come from interface_with_address.
+struct LinkState {
+  std::optional<int> carrier;
+  std::string operstate;
+};
+LinkState link_state(const std::string& name);
+
 }  // namespace dtrain::core

@@ -154,19 +154,42 @@ check_endpoint_port_held() {
 }
 
 # ---- a node's fabric link down (profile fabric) ---------------------------------------------------
+# The fabric profile's cluster: dtrain's endpoints on a second network (suffix=-fab), Slurm on the
+# first, and node_check=on, so that every job's epilog checks each node's own fabric link as root.
+
+# The state and reason of a node as slurmctld has them: "STATE|REASON".
+node_state() { sinfo -h -N -n "$1" -o '%T|%E' | head -1; }
+
+# Waits up to 30 s until the jobs named in $@ are no longer known to slurmctld (their epilogs ran).
+wait_jobs_gone() {
+  local tries
+  for ((tries = 0; tries < 300; tries++)); do
+    [[ -z "$(squeue -h -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null)" ]] && return 0
+    sleep 0.1
+  done
+  fail "jobs $* still listed after 30 s: $(squeue -h -j "$(IFS=,; echo "$*")" -o '%i %T' 2>&1)"
+}
+
+resume_node() {
+  scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+}
+
 # node2's data fabric is down (its cable pulled: no carrier), its management network and slurmd
-# are fine, so Slurm starts the step there. dtrain's endpoints are on the fabric (suffix=-fab):
-# the bootstrap's preflight must fail, its report must name node2 as the suspect node, and every
-# rank must exit with 75 (EX_TEMPFAIL), which srun passes on. With the link back, the same step
-# runs. Prints how long the failing step took.
+# are fine, so Slurm starts the step there. The bootstrap's preflight must fail, its report must
+# name node2 as the suspect node, and every rank must exit with 75 (EX_TEMPFAIL), which srun
+# passes on; then the job's epilog on node2, as root, finds fab0 without carrier and drains node2
+# with a dtrain reason, and no other node. Resumed and with the link back, the same step runs.
+# Prints the time from the fault to the failed step and to the drain.
 check_fabric_down() {
-  local out status=0 started finished
+  local out status=0 fault finished drained job
   : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
-  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true' EXIT
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2' EXIT
   "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
-  started=$(now)
+  fault=$(now)
+  # shellcheck disable=SC2016 # expanded by each task
   out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
-    "$DTRAIN_BENCH" --bootstrap-only --timeout 60 2>&1) || status=$?
+    bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" --bootstrap-only --timeout 60' "$DTRAIN_BENCH" 2>&1) ||
+    status=$?
   finished=$(now)
   echo "$out"
   ((status != 124)) || fail "the step still ran after 120 s"
@@ -175,13 +198,61 @@ check_fabric_down() {
     'suspect node: node2 \(an end of all [0-9]+ failed connections between nodes, with node1, node3\)' "$out"
   expect_line "a failed connection with node2 is named" \
     '(cannot reach rank 1 at node2:[0-9]+|rank 1 on node2 cannot reach)' "$out"
-  echo "ok: node2's fabric down: the step failed with status 75 naming node2 in $(elapsed "$started" "$finished") s"
+  job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
+  [[ -n "$job" ]] || fail "the step did not print its job id"
+  wait_jobs_gone "$job"
+  drained=$(now)
+  expect_line "node2 drained by the epilog's node check" \
+    "^drain(ed|ing)?\|dtrain: fabric: fab0 \([0-9.]+\) has no carrier, operstate down \(job $job\)\$" \
+    "$(node_state node2)"
+  local node
+  for node in node1 node3 node4; do
+    expect_line "$node not drained" '^(idle|mixed|allocated|completing)\|none$' "$(node_state "$node")"
+  done
+  echo "ok: node2's fabric down: the step failed with status 75 naming node2 after" \
+    "$(elapsed "$fault" "$finished") s; node2 drained $(elapsed "$fault" "$drained") s after the fault"
+  resume_node node2
   "$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR"
   trap - EXIT
   out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
     "$DTRAIN_BENCH" --bootstrap-only --timeout 60 2>&1) ||
-    fail "with node2's fabric back, the step failed:"$'\n'"$out"
-  echo "ok: with node2's fabric back up the same step bootstraps"
+    fail "with node2 resumed and its fabric back, the step failed:"$'\n'"$out"
+  echo "ok: with node2 resumed and its fabric back up the same step bootstraps"
+}
+
+# A job cannot drain a node: one that exits with the node-fault status on healthy nodes leaves
+# every node as it was; and a reason an administrator set while the job ran stays, even on a node
+# whose fabric is down.
+check_fabric_no_false_drain() {
+  local out job node reason
+  # shellcheck disable=SC2016 # expanded by the task
+  out=$(srun --distributed-train -w 'node[1-3]' -N3 -n3 bash -c 'echo "job $SLURM_JOB_ID"; exit 75' 2>&1) &&
+    fail "a step whose tasks exit 75 succeeded"
+  job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
+  [[ -n "$job" ]] || fail "the step did not print its job id:"$'\n'"$out"
+  wait_jobs_gone "$job"
+  for node in node1 node2 node3 node4; do
+    expect_line "$node after a job that exited 75 on healthy nodes" '^(idle|mixed|allocated)\|none$' "$(node_state "$node")"
+  done
+
+  make_work_dir fabric-admin-reason
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2; rm -rf -- "$work_dir"' EXIT
+  job=$(sbatch --parsable -w 'node[1-3]' -N3 -n3 -o "$work_dir/job.out" --wrap \
+    "while [ ! -e '$work_dir/go' ]; do sleep 0.1; done; srun --mpi=pmix --distributed-train $DTRAIN_BENCH --bootstrap-only --timeout 60")
+  local tries
+  for ((tries = 0; tries < 300; tries++)); do
+    [[ "$(squeue -h -j "$job" -o %T)" == RUNNING ]] && break
+    sleep 0.1
+  done
+  reason="admin: memory test $job"
+  scontrol update nodename=node2 state=drain reason="$reason"
+  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  touch "$work_dir/go"
+  wait_jobs_gone "$job"
+  grep -q 'suspect node: node2' "$work_dir/job.out" || fail "the job's output names no suspect:"$'\n'"$(cat "$work_dir/job.out")"
+  expect_line "node2's reason, set by an administrator while the job ran, stays" \
+    "^drain(ed|ing)?\|$reason\$" "$(node_state node2)"
+  echo "ok: a job exiting 75 on healthy nodes drained nothing; an administrator's reason survived the node check"
 }
 
 # ---- slurmd of one node stopped mid-job ---------------------------------------------------------
@@ -308,6 +379,7 @@ case "${1:-}" in
   endpoint-port-held) check_endpoint_port_held ;;
   slurmd-stopped) check_slurmd_stopped ;;
   fabric-down) check_fabric_down ;;
+  fabric-no-false-drain) check_fabric_no_false_drain ;;
   endurance) check_endurance "${2:-200}" ;;
   endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
   valgrind-stepd) check_valgrind_stepd ;;

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The node check a job's epilog runs as root on each of its nodes (node_check=on): whether this
+// node's own data-fabric link is usable, and what to tell slurmctld when it is not. Pure: facts
+// read by spank/slurmd_job_epilog_root.cpp in, a verdict out.
+//
+// Only the node's own evidence drains it: the interface that holds the node's fabric address
+// (its name plus suffix=, resolved on the node) has no carrier or is down. Nothing a job writes
+// or exits with is read, so a job cannot drain a node; and a node whose fabric address is held
+// by no interface (a configuration problem shared by every node, not a fault of this one) is
+// only logged, so that a wrong suffix= never drains a cluster.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dtrain::core {
+
+struct FabricLinkFacts {
+  std::string node;     // SLURMD_NODENAME
+  std::string address;  // the node's fabric address, as resolved on the node
+  // The interface holding `address`; unset when none does.
+  std::optional<std::string> interface;
+  std::optional<int> carrier;  // /sys/class/net/IF/carrier: 1, 0, or unset when unreadable
+  std::string operstate;       // /sys/class/net/IF/operstate: up, down, lowerlayerdown, unknown...
+};
+
+struct NodeCheckVerdict {
+  bool healthy = true;
+  std::string check;   // the failed check's name ("fabric"), when not healthy
+  std::string detail;  // what it saw: "fab0 (198.19.0.12) has no carrier, operstate down"
+  std::string note;    // for slurmd's log when healthy but something is worth saying
+};
+
+NodeCheckVerdict judge_fabric_link(const FabricLinkFacts& facts);
+
+// slurmctld's Reason for the drain: "dtrain: fabric: <detail> (job J)", cut to what
+// `scontrol show node` shows in full.
+std::string drain_reason(const NodeCheckVerdict& verdict, std::uint32_t job_id);
+
+// dtrain sets a reason only where none is set: an administrator's or another tool's stays.
+// Reasons that dtrain set start with this prefix, which is how a site finds (and resumes) them.
+inline constexpr const char* kDrainReasonPrefix = "dtrain: ";
+bool may_set_drain_reason(const std::optional<std::string>& existing_reason);
+
+}  // namespace dtrain::core

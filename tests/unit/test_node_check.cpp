@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// The epilog's node check (core/node_check.hpp): only the node's own link drains it.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/node_check.hpp"
+
+namespace dtrain::core {
+namespace {
+
+FabricLinkFacts link(std::optional<int> carrier, const std::string& operstate) {
+  return {"node2", "198.19.0.12", std::string("fab0"), carrier, operstate};
+}
+
+TEST(NodeCheck, ALinkWithoutCarrierFailsAndNamesTheInterface) {
+  const auto verdict = judge_fabric_link(link(0, "down"));
+  EXPECT_FALSE(verdict.healthy);
+  EXPECT_EQ(verdict.check, "fabric");
+  EXPECT_EQ(verdict.detail, "fab0 (198.19.0.12) has no carrier, operstate down");
+  EXPECT_EQ(drain_reason(verdict, 42),
+            "dtrain: fabric: fab0 (198.19.0.12) has no carrier, operstate down (job 42)");
+  // Administratively down: the kernel gives no carrier at all.
+  const auto admin_down = judge_fabric_link(link(std::nullopt, "down"));
+  EXPECT_FALSE(admin_down.healthy);
+  EXPECT_EQ(admin_down.detail, "fab0 (198.19.0.12) is down, operstate down");
+  EXPECT_FALSE(judge_fabric_link(link(std::nullopt, "lowerlayerdown")).healthy);
+}
+
+TEST(NodeCheck, AnUpLinkPasses) {
+  EXPECT_TRUE(judge_fabric_link(link(1, "up")).healthy);
+  // Virtual and some RDMA devices report "unknown" while they carry traffic.
+  EXPECT_TRUE(judge_fabric_link(link(1, "unknown")).healthy);
+}
+
+TEST(NodeCheck, AnAddressNoInterfaceHoldsIsOnlyNoted) {
+  // A suffix= that names another network is the same on every node: never a reason to drain.
+  FabricLinkFacts facts = link(std::nullopt, "");
+  facts.interface.reset();
+  const auto verdict = judge_fabric_link(facts);
+  EXPECT_TRUE(verdict.healthy);
+  EXPECT_NE(verdict.note.find("no interface of node2 holds its fabric address 198.19.0.12"),
+            std::string::npos)
+      << verdict.note;
+}
+
+TEST(NodeCheck, AnExistingReasonIsNeverReplaced) {
+  EXPECT_TRUE(may_set_drain_reason(std::nullopt));
+  EXPECT_TRUE(may_set_drain_reason(std::string()));
+  EXPECT_FALSE(may_set_drain_reason(std::string("admin: memory test")));
+  EXPECT_FALSE(may_set_drain_reason(std::string("dtrain: fabric: fab0 ... (job 7)")));
+}
+
+TEST(NodeCheck, LongDetailsKeepTheJobInTheReason) {
+  NodeCheckVerdict verdict;
+  verdict.healthy = false;
+  verdict.check = "fabric";
+  verdict.detail = std::string(400, 'x');
+  const std::string reason = drain_reason(verdict, 7);
+  EXPECT_LE(reason.size(), 200u);
+  EXPECT_EQ(reason.substr(reason.size() - 11), "... (job 7)");
+  EXPECT_EQ(reason.rfind("dtrain: fabric: ", 0), 0u);
+}
+
+TEST(NodeCheck, IsOffUnlessTheSiteTurnsItOn) {
+  EXPECT_FALSE(parse_plugin_args({}).node_check);
+  EXPECT_TRUE(parse_plugin_args({"node_check=on"}).node_check);
+  EXPECT_THROW(parse_plugin_args({"node_check=maybe"}), Error);
+}
+
+}  // namespace
+}  // namespace dtrain::core
