@@ -114,8 +114,10 @@ Options:
                                        in every hosts file, and sees its own interfaces in
                                        /sys/class/net; Slurm stays on the management network,
                                        and a plugin with suffix=$fabric_suffix puts dtrain's
-                                       endpoints on the fabric. Faults to inject: fabric-down,
-                                       blackhole; up leaves them in place, restart clears them
+                                       endpoints on the fabric; RequeueExit=75 (dtrain's exit
+                                       status for nodes that cannot reach each other). Faults to
+                                       inject: fabric-down, blackhole; up leaves them in place,
+                                       restart clears them
                        A profile that this machine's Slurm cannot run still starts; up then
                        prints Slurm's error and what the profile would need, and exits 1.
   --timeout SECONDS    how long up waits for idle nodes (default: 60)
@@ -992,6 +994,11 @@ EOF
   fi
   if profile_has gres; then
     echo "GresTypes=gpu"
+  fi
+  if profile_has fabric; then
+    # dtrain's programs exit 75 when nodes cannot reach each other: a job submitted with
+    # --requeue goes back to the queue, away from the node its epilog drained.
+    echo "RequeueExit=75"
   fi
   if [[ -n "$effective_resv_ports" ]]; then
     echo "MpiParams=ports=$effective_resv_ports"

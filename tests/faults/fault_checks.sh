@@ -255,6 +255,78 @@ check_fabric_no_false_drain() {
   echo "ok: a job exiting 75 on healthy nodes drained nothing; an administrator's reason survived the node check"
 }
 
+# The whole loop: a 3-node training job (sbatch --requeue) trains and checkpoints on node1-3, then
+# node2's fabric cable is pulled before its next step. That step fails with 75 naming node2; the
+# job's epilog drains node2; RequeueExit=75 (the fabric profile's slurm.conf) puts the job back in
+# the queue; it runs again on node1, node3 and node4, resumes from its last checkpoint, and its
+# final parameters equal those of an uninterrupted run on those nodes byte for byte. Prints the
+# time from the fault to the drain and from the drain to the resumed training.
+check_fabric_requeue_resume() {
+  : "${DTRAIN_TRAINER:?dtrain: DTRAIN_TRAINER (the dtrain-trainer program) is unset}"
+  make_work_dir fabric-requeue
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2; rm -rf -- "$work_dir"' EXIT
+  local model=(--input-dim 32 --hidden "64,64" --classes 4 --samples 8192 --batch-size 16 --seed 11)
+  local first=80 total=200 every=40 out job fault drained resumed tries state
+  out=$(cd "$work_dir" && srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 -w 'node[1,3-4]' -N3 -n3 \
+    "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$total" --save-params reference.dtc 2>&1) ||
+    fail "the uninterrupted run on node1, node3 and node4 failed:"$'\n'"$out"
+  {
+    # shellcheck disable=SC2016 # expanded by the batch script
+    printf '%s\n' '#!/bin/bash' '#SBATCH -N3 -n3 -t 5 --requeue' '#SBATCH --distributed-train' \
+      'echo "batch start, restart ${SLURM_RESTART_COUNT:-0}, nodes $SLURM_JOB_NODELIST"' \
+      'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then'
+    printf '  srun --mpi=pmix --kill-on-bad-exit=1'
+    printf ' %q' "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$first" --checkpoint-dir ckpt \
+      --checkpoint-every "$every"
+    printf ' || exit $?\n  touch first.done\n  while [ ! -e go ]; do sleep 0.1; done\nfi\n'
+    printf 'exec srun --mpi=pmix --kill-on-bad-exit=1'
+    printf ' %q' "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$total" --checkpoint-dir ckpt \
+      --checkpoint-every "$every" --save-params final.dtc
+    printf '\n'
+  } >"$work_dir/job.sh"
+  job=$(sbatch --parsable -D "$work_dir" -o "$work_dir/job.out" --open-mode=append "$work_dir/job.sh")
+  for ((tries = 0; tries < 1200; tries++)); do
+    [[ -e "$work_dir/first.done" ]] && break
+    sleep 0.1
+  done
+  [[ -e "$work_dir/first.done" ]] || fail "job $job did not finish its first $first steps in 120 s:"$'\n'"$(cat "$work_dir/job.out")"
+  expect_line "the first run's nodes" '^batch start, restart 0, nodes node\[1-3\]$' "$(cat "$work_dir/job.out")"
+  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  fault=$(now)
+  touch "$work_dir/go"
+  for ((tries = 0; tries < 600; tries++)); do
+    [[ "$(node_state node2)" == drain* ]] && break
+    sleep 0.1
+  done
+  drained=$(now)
+  expect_line "node2 drained by the epilog's node check" "^drain(ed|ing)?\\|dtrain: fabric: .* \\(job $job\\)\$" "$(node_state node2)"
+  for ((tries = 0; tries < 600; tries++)); do
+    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [[ "$state" == PENDING ]] && break
+    sleep 0.1
+  done
+  expect_equal "job $job after its step exited 75" "$state" PENDING
+  # Slurm holds a requeued job back for about two minutes (its begin time); the test releases it.
+  scontrol update "JobId=$job" StartTime=now
+  for ((tries = 0; tries < 1800; tries++)); do
+    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
+    grep -q '^resuming from ' "$work_dir/job.out" && [[ -z "${resumed:-}" ]] && resumed=$(now)
+    sleep 0.1
+  done
+  cat "$work_dir/job.out"
+  expect_equal "job $job in the end" "$state" COMPLETED
+  expect_equal "restarts of job $job" "$(scontrol show job -o "$job" | grep -o 'Restarts=[0-9]*')" "Restarts=1"
+  expect_line "the step that met node2's pulled cable names it" 'suspect node: node2 ' "$(cat "$work_dir/job.out")"
+  expect_line "the requeued run's nodes leave node2 out" '^batch start, restart 1, nodes node\[1,3-4\]$' "$(cat "$work_dir/job.out")"
+  expect_line "the requeued run resumes from the first run's last checkpoint" \
+    "^resuming from .*ckpt-$first\\.dtc at step $first\$" "$(cat "$work_dir/job.out")"
+  cmp "$work_dir/reference.dtc" "$work_dir/final.dtc" ||
+    fail "final.dtc (requeued onto other nodes) differs from reference.dtc (uninterrupted)"
+  echo "ok: requeued away from node2 and resumed at step $first; final state equals the uninterrupted run's byte for byte ($(stat -c %s "$work_dir/final.dtc") bytes)"
+  echo "ok: fault to drain $(elapsed "$fault" "$drained") s; drain to the resumed training $(elapsed "$drained" "${resumed:-$drained}") s (the requeued job released at once with StartTime=now)"
+}
+
 # ---- slurmd of one node stopped mid-job ---------------------------------------------------------
 # While job A runs on all four nodes, node2's slurmd is stopped (SIGTERM, as `systemctl stop`).
 # A step launched meanwhile must fail cleanly: an error naming node2, no hang, nothing left on
@@ -380,6 +452,7 @@ case "${1:-}" in
   slurmd-stopped) check_slurmd_stopped ;;
   fabric-down) check_fabric_down ;;
   fabric-no-false-drain) check_fabric_no_false_drain ;;
+  fabric-requeue-resume) check_fabric_requeue_resume ;;
   endurance) check_endurance "${2:-200}" ;;
   endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
   valgrind-stepd) check_valgrind_stepd ;;
