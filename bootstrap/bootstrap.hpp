@@ -87,7 +87,8 @@ class NodeFaultError : public Error {
 };
 
 // The exit status dtrain's programs give for NodeFaultError: EX_TEMPFAIL of sysexits.h, "a
-// temporary failure; the user is invited to retry". A site lists it in slurm.conf's RequeueExit.
+// temporary failure; the user is invited to retry". A batch script requeues its job on it
+// (docs/admin.md, "Bad nodes").
 inline constexpr int kExitNodeFault = 75;
 
 // "rank 3 on node2": how messages name this process.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/collective_deadline.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "trainer/checkpoint_store.hpp"
@@ -56,6 +57,7 @@ struct Cli {
   double baseline_samples_per_sec = 0;
   std::string baseline_json;
   double bootstrap_timeout = 0;
+  double collective_timeout = 60;
 };
 
 void add_options(CLI::App& app, Cli& cli) {
@@ -144,6 +146,11 @@ void add_options(CLI::App& app, Cli& cli) {
   app.add_option("--bootstrap-timeout", cli.bootstrap_timeout,
                  "Seconds allowed for the bootstrap (default: DTRAIN_BOOTSTRAP_TIMEOUT or 60)")
       ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--collective-timeout", cli.collective_timeout,
+                 "Seconds one collective may block before the rank reports it and exits with 75 "
+                 "(a peer or the network between nodes is gone); 0: wait for ever")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
 }
 
 void finish_options(Cli& cli) {
@@ -255,7 +262,16 @@ int main(int argc, char** argv) {
   }
   try {
     auto engine = make_engine(cli, *session);
-    const TrainResult result = train(cli.options, session->communicator(), *engine, std::cout);
+    // A peer that vanished would leave this rank blocked in MPI or NCCL for minutes, or for ever.
+    std::unique_ptr<dtrain::bootstrap::Communicator> watched;
+    dtrain::bootstrap::Communicator* comm = &session->communicator();
+    if (cli.collective_timeout > 0) {
+      watched = dtrain::bootstrap::with_collective_deadline(
+          *comm, std::chrono::milliseconds(static_cast<long long>(cli.collective_timeout * 1e3)),
+          dtrain::bootstrap::describe_self(session->rank(), session->hostname()));
+      comm = watched.get();
+    }
+    const TrainResult result = train(cli.options, *comm, *engine, std::cout);
     return result.exit_code();
   } catch (const Error& e) {
     // Bad input and mismatches are detected identically on every rank, so rank 0 speaks for

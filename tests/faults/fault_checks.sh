@@ -174,6 +174,16 @@ resume_node() {
   scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
 }
 
+# The end of the batch template of docs/admin.md ("Bad nodes"): a step that exited 75 (nodes
+# cannot reach each other) puts its own job back in the queue, at most three times, and the
+# job's epilog keeps the node it drained away from the next run.
+requeue_on_node_fault() {
+  # shellcheck disable=SC2016 # expanded by the batch script
+  printf '%s\n' 'status=$?' \
+    'if [ "$status" -eq 75 ] && [ "${SLURM_RESTART_COUNT:-0}" -lt 3 ]; then' \
+    '  scontrol requeue "$SLURM_JOB_ID"' 'fi' 'exit "$status"'
+}
+
 # node2's data fabric is down (its cable pulled: no carrier), its management network and slurmd
 # are fine, so Slurm starts the step there. The bootstrap's preflight must fail, its report must
 # name node2 as the suspect node, and every rank must exit with 75 (EX_TEMPFAIL), which srun
@@ -257,8 +267,8 @@ check_fabric_no_false_drain() {
 
 # The whole loop: a 3-node training job (sbatch --requeue) trains and checkpoints on node1-3, then
 # node2's fabric cable is pulled before its next step. That step fails with 75 naming node2; the
-# job's epilog drains node2; RequeueExit=75 (the fabric profile's slurm.conf) puts the job back in
-# the queue; it runs again on node1, node3 and node4, resumes from its last checkpoint, and its
+# job's epilog drains node2; the batch script puts its job back in the queue (the template of
+# docs/admin.md); it runs again on node1, node3 and node4, resumes from its last checkpoint, and its
 # final parameters equal those of an uninterrupted run on those nodes byte for byte. Prints the
 # time from the fault to the drain and from the drain to the resumed training.
 check_fabric_requeue_resume() {
@@ -279,10 +289,11 @@ check_fabric_requeue_resume() {
     printf ' %q' "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$first" --checkpoint-dir ckpt \
       --checkpoint-every "$every"
     printf ' || exit $?\n  touch first.done\n  while [ ! -e go ]; do sleep 0.1; done\nfi\n'
-    printf 'exec srun --mpi=pmix --kill-on-bad-exit=1'
+    printf 'srun --mpi=pmix --kill-on-bad-exit=1'
     printf ' %q' "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$total" --checkpoint-dir ckpt \
       --checkpoint-every "$every" --save-params final.dtc
     printf '\n'
+    requeue_on_node_fault
   } >"$work_dir/job.sh"
   job=$(sbatch --parsable -D "$work_dir" -o "$work_dir/job.out" --open-mode=append "$work_dir/job.sh")
   for ((tries = 0; tries < 1200; tries++)); do
@@ -306,9 +317,9 @@ check_fabric_requeue_resume() {
     sleep 0.1
   done
   expect_equal "job $job after its step exited 75" "$state" PENDING
-  # Slurm holds a requeued job back for about two minutes (its begin time); the test releases it.
-  scontrol update "JobId=$job" StartTime=now
-  for ((tries = 0; tries < 1800; tries++)); do
+  # Slurm holds a requeued job back until its credentials expired (AuthInfo=cred_expire, 15 s on
+  # the fabric profile, 120 s by default).
+  for ((tries = 0; tries < 3000; tries++)); do
     state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
     [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
     grep -q '^resuming from ' "$work_dir/job.out" && [[ -z "${resumed:-}" ]] && resumed=$(now)
@@ -324,7 +335,87 @@ check_fabric_requeue_resume() {
   cmp "$work_dir/reference.dtc" "$work_dir/final.dtc" ||
     fail "final.dtc (requeued onto other nodes) differs from reference.dtc (uninterrupted)"
   echo "ok: requeued away from node2 and resumed at step $first; final state equals the uninterrupted run's byte for byte ($(stat -c %s "$work_dir/final.dtc") bytes)"
-  echo "ok: fault to drain $(elapsed "$fault" "$drained") s; drain to the resumed training $(elapsed "$drained" "${resumed:-$drained}") s (the requeued job released at once with StartTime=now)"
+  echo "ok: fault to drain $(elapsed "$fault" "$drained") s; drain to the resumed training $(elapsed "$drained" "${resumed:-$drained}") s (Slurm holds a requeued job until its credentials expire: AuthInfo=cred_expire=15 here)"
+}
+
+# The fabric cut in the middle of training: the job's MPI traffic runs on the fabric
+# (OMPI_MCA_btl_tcp_if_include, as on sites whose collectives use the data network), so when
+# node2's cable is pulled every rank blocks in an all-reduce. dtrain-trainer's
+# --collective-timeout 10 ends each rank with 75 after 10 s; node2 is drained, the job requeued,
+# and it resumes from its last checkpoint on node1, node3 and node4 with an uninterrupted run's
+# final bytes. Prints the time from the fault to the ranks' exit, to the drain and to the resumed
+# training.
+check_fabric_cut_mid_training() {
+  : "${DTRAIN_TRAINER:?dtrain: DTRAIN_TRAINER (the dtrain-trainer program) is unset}"
+  : "${DTRAIN_CLUSTER_FABRIC_SUBNET:?dtrain: DTRAIN_CLUSTER_FABRIC_SUBNET is unset: source the env.sh of a fabric cluster}"
+  make_work_dir fabric-cut
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2; rm -rf -- "$work_dir"' EXIT
+  local model=(--input-dim 32 --hidden "64,64" --classes 4 --samples 65536 --batch-size 16 --seed 5
+    --epochs 2)
+  local total=1500 every=40 timeout=10 out job fault ended drained resumed tries state committed
+  out=$(cd "$work_dir" && OMPI_MCA_btl_tcp_if_include=$DTRAIN_CLUSTER_FABRIC_SUBNET \
+    srun --mpi=pmix --distributed-train --kill-on-bad-exit=1 -w 'node[1,3-4]' -N3 -n3 \
+    "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$total" --save-params reference.dtc 2>&1) ||
+    fail "the uninterrupted run on node1, node3 and node4 failed:"$'\n'"$out"
+  {
+    # shellcheck disable=SC2016 # expanded by the batch script
+    printf '%s\n' '#!/bin/bash' '#SBATCH -N3 -n3 -t 5 --requeue' '#SBATCH --distributed-train' \
+      "export OMPI_MCA_btl_tcp_if_include=$DTRAIN_CLUSTER_FABRIC_SUBNET" \
+      'echo "batch start, restart ${SLURM_RESTART_COUNT:-0}, nodes $SLURM_JOB_NODELIST"'
+    printf 'srun --mpi=pmix'
+    printf ' %q' "$DTRAIN_TRAINER" "${model[@]}" --max-steps "$total" --checkpoint-dir ckpt \
+      --checkpoint-every "$every" --collective-timeout "$timeout" --save-params final.dtc
+    printf '\n'
+    requeue_on_node_fault
+  } >"$work_dir/job.sh"
+  job=$(sbatch --parsable -D "$work_dir" -o "$work_dir/job.out" --open-mode=append "$work_dir/job.sh")
+  for ((tries = 0; tries < 1200; tries++)); do
+    committed=$(sed -n 's/^ckpt-\([0-9]*\)\.dtc$/\1/p' "$work_dir/ckpt/latest" 2>/dev/null || true)
+    ((${committed:-0} >= 2 * every)) && break
+    sleep 0.1
+  done
+  ((${committed:-0} >= 2 * every)) || fail "job $job wrote no checkpoint at step $((2 * every)) in 120 s:"$'\n'"$(cat "$work_dir/job.out")"
+  expect_line "the first run's nodes" '^batch start, restart 0, nodes node\[1-3\]$' "$(cat "$work_dir/job.out")"
+  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  fault=$(now)
+  for ((tries = 0; tries < 1200; tries++)); do
+    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [[ "$state" != RUNNING ]] && break
+    sleep 0.05
+  done
+  ended=$(now)
+  [[ "$state" != RUNNING ]] || fail "job $job still runs 60 s after node2's fabric went down"
+  for ((tries = 0; tries < 600; tries++)); do
+    [[ "$(node_state node2)" == drain* ]] && break
+    sleep 0.1
+  done
+  drained=$(now)
+  expect_line "node2 drained by the epilog's node check" "^drain(ed|ing)?\\|dtrain: fabric: .* \\(job $job\\)\$" "$(node_state node2)"
+  for node in node1 node3 node4; do
+    expect_line "$node not drained" '^(idle|mixed|allocated|completing)\|none$' "$(node_state "$node")"
+  done
+  for ((tries = 0; tries < 600; tries++)); do
+    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [[ "$state" == PENDING ]] && break
+    sleep 0.1
+  done
+  expect_equal "job $job after its ranks exited 75" "$state" PENDING
+  for ((tries = 0; tries < 3000; tries++)); do
+    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
+    [[ -z "${resumed:-}" ]] && grep -q '^resuming from ' "$work_dir/job.out" && resumed=$(now)
+    sleep 0.1
+  done
+  grep -v '^step ' "$work_dir/job.out"
+  expect_equal "job $job in the end" "$state" COMPLETED
+  expect_line "a rank names the blocked collective" \
+    "did not finish within $timeout s \\(blocked [0-9.]+ s\\): a peer stopped answering" "$(cat "$work_dir/job.out")"
+  expect_line "the requeued run's nodes leave node2 out" '^batch start, restart 1, nodes node\[1,3-4\]$' "$(cat "$work_dir/job.out")"
+  expect_line "the requeued run resumes from a checkpoint" '^resuming from .*ckpt-[0-9]+\.dtc at step [0-9]+$' "$(cat "$work_dir/job.out")"
+  cmp "$work_dir/reference.dtc" "$work_dir/final.dtc" ||
+    fail "final.dtc (cut mid-training, requeued onto other nodes) differs from reference.dtc (uninterrupted)"
+  echo "ok: cut at step >= $committed: final state equals the uninterrupted run's byte for byte ($(stat -c %s "$work_dir/final.dtc") bytes)"
+  echo "ok: fault to the ranks' exit $(elapsed "$fault" "$ended") s (--collective-timeout $timeout); to the drain $(elapsed "$fault" "$drained") s; drain to the resumed training $(elapsed "$drained" "${resumed:-$drained}") s (Slurm holds a requeued job until its credentials expire: AuthInfo=cred_expire=15 here)"
 }
 
 # ---- slurmd of one node stopped mid-job ---------------------------------------------------------
@@ -453,6 +544,7 @@ case "${1:-}" in
   fabric-down) check_fabric_down ;;
   fabric-no-false-drain) check_fabric_no_false_drain ;;
   fabric-requeue-resume) check_fabric_requeue_resume ;;
+  fabric-cut-mid-training) check_fabric_cut_mid_training ;;
   endurance) check_endurance "${2:-200}" ;;
   endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
   valgrind-stepd) check_valgrind_stepd ;;
