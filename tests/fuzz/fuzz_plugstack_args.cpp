@@ -72,7 +72,8 @@ void check_spank_init(const std::vector<std::string>& args) {
   if (parses(c_args)) {
     require(rc == 0, "slurm_spank_init refused arguments the parser accepts");
     require(fake.errors.empty(), "slurm_spank_init logged an error for good arguments");
-    require(fake.options.size() == 1, "--distributed-train was not registered");
+    require(fake.options.size() == 2,
+            "--distributed-train and --distributed-train-gpu-view were not registered");
   } else {
     require(rc == -1, "slurm_spank_init accepted arguments the parser refuses");
     require(fake.errors.size() == 1, "a refusal must be one error line");
