@@ -5,6 +5,7 @@
 #include <slurm/slurm_errno.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -21,8 +22,10 @@
 namespace dtrain::spank {
 namespace {
 
-// SHOW_ALL (nodes in hidden partitions too), written out since 24.11's macro is an old-style cast.
+// SHOW_ALL (nodes in hidden partitions too) and NODE_STATE_DRAIN (SLURM_BIT(9) in every release
+// since 22.05), written out since 24.11's SLURM_BIT is an old-style cast.
 constexpr std::uint16_t kShowAll = 1;
+constexpr std::uint32_t kNodeStateDrain = 1U << 9;
 
 // slurmd sets SLURMD_NODENAME and SLURM_JOB_ID in the epilog's environment
 // (src/plugins/prep/script/prep_script_slurmd.c); they come from slurmd, not from the job.
@@ -57,8 +60,9 @@ NodeReason current_reason(const std::string& node) {
   node_info_msg_t* info = nullptr;
   std::string name = node;  // slurm_load_node_single takes a char*
   if (slurm_load_node_single(&info, name.data(), kShowAll) != SLURM_SUCCESS || info == nullptr) {
-    return {std::nullopt, std::string("cannot read the node from slurmctld: ") +
-                              slurm_strerror(slurm_get_errno())};
+    // libslurm leaves its error in errno (slurm_get_errno is gone from Slurm 25.11).
+    return {std::nullopt,
+            std::string("cannot read the node from slurmctld: ") + slurm_strerror(errno)};
   }
   NodeReason out;
   if (info->record_count == 0) {
@@ -78,12 +82,11 @@ void drain(const std::string& node, const std::string& reason) {
   std::string names = node;
   std::string text = reason;
   update.node_names = names.data();
-  update.node_state = NODE_STATE_DRAIN;
+  update.node_state = kNodeStateDrain;
   update.reason = text.data();
-  update.reason_uid = 0;
   if (slurm_update_node(&update) != SLURM_SUCCESS) {
     throw Error(ErrorKind::kResource,
-                "slurmctld refused to drain " + node + ": " + slurm_strerror(slurm_get_errno()));
+                "slurmctld refused to drain " + node + ": " + slurm_strerror(errno));
   }
 }
 

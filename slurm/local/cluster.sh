@@ -75,7 +75,7 @@ Options:
   --plugstack FILE     PlugStackConfig to use (default: DIR/plugstack.conf, created empty)
   --port-base N        slurmctld listens on N and every slurmd on N+1, each in its node's
                        network namespace (default: derived from the state directory, in
-                       20000-28990, so two state dirs can coexist)
+                       10000-18990, so two state dirs can coexist)
   --resv-ports A-B     set MpiParams=ports=A-B (Slurm reserved ports); default: not set
   --no-resv-ports      remove a previously set --resv-ports
   --pmix-fence ring|slurm-default  how Slurm's PMIx plugin runs fences: ring (the default;
@@ -370,7 +370,9 @@ load_options() {
   if [[ -z "$port_base" ]]; then
     local checksum
     checksum=$(printf '%s' "$state_dir" | cksum | cut -d' ' -f1)
-    port_base=$((20000 + (checksum % 900) * 10))
+    # Below the plugin's default range for derived ports (20000-32767): a slurmd listening on a
+    # port a step derives would be "another process of yours" there and stop that step.
+    port_base=$((10000 + (checksum % 900) * 10))
   fi
   if [[ ! "$port_base" =~ ^[1-9][0-9]{3,4}$ ]] || ((port_base < 1024 || port_base + ${#nodes[@]} > 65535)); then
     die "--port-base '$port_base' must be a number with it and the next ${#nodes[@]} ports in 1024-65535"
@@ -417,7 +419,7 @@ profile_has() {
 }
 
 # The reserved-ports range when --resv-ports is not given: 200 ports in 29000-32599, between
-# the derived daemon ports (20000-28994) and the kernel's ephemeral ports (usually from 32768),
+# the derived daemon ports (10000-18994) and the kernel's ephemeral ports (usually from 32768),
 # chosen by the port base so that two clusters get different ranges. A --port-base whose daemon
 # ports reach 29000 takes the 200 ports right above its daemon ports instead.
 derived_resv_ports() {

@@ -94,10 +94,14 @@ def sbatch_directive(text, name):
 def expected_frameworks(text):
     match = re.search(r"--distributed-train(?:=(\S+))?", text.split("\nset -euo pipefail", 1)[-1])
     expect(match, "the template never runs srun --distributed-train")
-    names = {"torch": "torch", "pytorch": "torch", "paddle": "paddle", "tf": "tf", "tensorflow": "tf"}
+    names = {"torch": "torch", "pytorch": "torch", "paddle": "paddle", "tf": "tf", "tensorflow": "tf",
+             "jax": "jax"}
+    # The plugin's order (core::to_string(FrameworkSet)), which DTRAIN_FRAMEWORKS is written in.
+    order = ("torch", "paddle", "tf", "jax")
     if not match.group(1) or match.group(1) == "all":
-        return ("torch", "paddle", "tf")
-    return tuple(sorted({names[n] for n in match.group(1).split(",")}))
+        return order
+    chosen = {names[n] for n in match.group(1).split(",")}
+    return tuple(name for name in order if name in chosen)
 
 
 def submit(template, out_dir, env, expect_success=True):
