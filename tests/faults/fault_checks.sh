@@ -174,6 +174,20 @@ resume_node() {
   scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
 }
 
+# Waits up to 30 s until all four nodes are idle without a reason, so that a job's nodes are the
+# ones Slurm picks on an idle cluster (node1-3 for -N3); an earlier check's node may still be
+# completing its last job or be resumed only just.
+wait_all_idle() {
+  local tries node states
+  for ((tries = 0; tries < 300; tries++)); do
+    states=""
+    for node in node1 node2 node3 node4; do states+="$node=$(node_state "$node") "; done
+    [[ "$states" == "node1=idle|none node2=idle|none node3=idle|none node4=idle|none " ]] && return 0
+    sleep 0.1
+  done
+  fail "the nodes are not all idle 30 s later: $states"
+}
+
 # The end of the batch template of docs/admin.md ("Bad nodes"): a step that exited 75 (nodes
 # cannot reach each other) puts its own job back in the queue, at most three times, and the
 # job's epilog keeps the node it drained away from the next run.
@@ -295,6 +309,7 @@ check_fabric_requeue_resume() {
     printf '\n'
     requeue_on_node_fault
   } >"$work_dir/job.sh"
+  wait_all_idle
   job=$(sbatch --parsable -D "$work_dir" -o "$work_dir/job.out" --open-mode=append "$work_dir/job.sh")
   for ((tries = 0; tries < 1200; tries++)); do
     [[ -e "$work_dir/first.done" ]] && break
@@ -368,6 +383,7 @@ check_fabric_cut_mid_training() {
     printf '\n'
     requeue_on_node_fault
   } >"$work_dir/job.sh"
+  wait_all_idle
   job=$(sbatch --parsable -D "$work_dir" -o "$work_dir/job.out" --open-mode=append "$work_dir/job.sh")
   for ((tries = 0; tries < 1200; tries++)); do
     committed=$(sed -n 's/^ckpt-\([0-9]*\)\.dtc$/\1/p' "$work_dir/ckpt/latest" 2>/dev/null || true)
