@@ -144,6 +144,7 @@ subcommand=""
 state_dir="${DTRAIN_CLUSTER_DIR:-$repo_root/build/cluster}"
 opt_plugstack=""
 opt_port_base=""
+explicit_port_base=""
 opt_resv_ports=""
 opt_no_resv_ports=0
 opt_pmix_fence=""
@@ -343,11 +344,16 @@ load_options() {
   if [[ -f "$options_file" ]]; then
     # shellcheck disable=SC1090
     source <(grep -E '^saved_(plugstack|port_base|resv_ports|valgrind_node|valgrind_suppressions|net_index|fabric_index|pmix_fence|profile)=' "$options_file")
+    # Files written before saved_port_base meant "given with --port-base" hold a derived base.
+    grep -q '^# saved_port_base: given with --port-base' "$options_file" || saved_port_base=""
   fi
   profile="${opt_profile:-${saved_profile:-default}}"
   is_profile "$profile" || die "--profile '$profile' is not one of: ${profile_names[*]}"
   plugstack="${opt_plugstack:-${saved_plugstack:-$state_dir/plugstack.conf}}"
-  port_base="${opt_port_base:-${saved_port_base:-}}"
+  # Only a --port-base given once is remembered; otherwise the base is derived from the state
+  # directory on every up, so that a change of the derivation reaches existing state directories.
+  explicit_port_base="${opt_port_base:-${saved_port_base:-}}"
+  port_base="$explicit_port_base"
   resv_ports="${opt_resv_ports:-${saved_resv_ports:-}}"
   ((opt_no_resv_ports == 0)) || resv_ports=""
   pmix_fence="${opt_pmix_fence:-${saved_pmix_fence:-ring}}"
@@ -437,7 +443,8 @@ save_options() {
   {
     echo "# Written by slurm/local/cluster.sh: the options of the last up, reused by later calls."
     printf 'saved_plugstack=%q\n' "$plugstack"
-    printf 'saved_port_base=%q\n' "$port_base"
+    echo "# saved_port_base: given with --port-base (empty: derived from the state directory)"
+    printf 'saved_port_base=%q\n' "$explicit_port_base"
     printf 'saved_resv_ports=%q\n' "$resv_ports"
     printf 'saved_valgrind_node=%q\n' "$valgrind_node"
     printf 'saved_valgrind_suppressions=%q\n' "$valgrind_suppressions"
