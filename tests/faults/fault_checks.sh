@@ -188,6 +188,39 @@ wait_all_idle() {
   fail "the nodes are not all idle 30 s later: $states"
 }
 
+# The state of job $1 in slurmctld (PENDING, RUNNING, COMPLETED, ...).
+job_state() { scontrol show job -o "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+
+# Waits up to 60 s until node $1 is drained (or draining).
+wait_drained() {
+  local tries
+  for ((tries = 0; tries < 600; tries++)); do
+    [[ "$(node_state "$1")" == drain* ]] && return 0
+    sleep 0.1
+  done
+}
+
+# A job that put itself back in the queue on 75: waits until it is PENDING, then until it ended
+# (Slurm holds a requeued job back until its credentials expired: AuthInfo=cred_expire, 15 s on
+# the fabric profile, 120 s by default). Sets `state` to its final state and `resumed` to when
+# its output first said "resuming from".
+wait_requeued_run() {
+  local job="$1" what="$2" tries
+  for ((tries = 0; tries < 600; tries++)); do
+    state=$(job_state "$job")
+    [[ "$state" == PENDING ]] && break
+    sleep 0.1
+  done
+  expect_equal "job $job after $what" "$state" PENDING
+  resumed=""
+  for ((tries = 0; tries < 3000; tries++)); do
+    state=$(job_state "$job")
+    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
+    [[ -z "$resumed" ]] && grep -q '^resuming from ' "$work_dir/job.out" && resumed=$(now)
+    sleep 0.1
+  done
+}
+
 # The end of the batch template of docs/admin.md ("Bad nodes"): a step that exited 75 (nodes
 # cannot reach each other) puts its own job back in the queue, at most three times, and the
 # job's epilog keeps the node it drained away from the next run.
@@ -320,26 +353,10 @@ check_fabric_requeue_resume() {
   "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
   fault=$(now)
   touch "$work_dir/go"
-  for ((tries = 0; tries < 600; tries++)); do
-    [[ "$(node_state node2)" == drain* ]] && break
-    sleep 0.1
-  done
+  wait_drained node2
   drained=$(now)
   expect_line "node2 drained by the epilog's node check" "^drain(ed|ing)?\\|dtrain: fabric: .* \\(job $job\\)\$" "$(node_state node2)"
-  for ((tries = 0; tries < 600; tries++)); do
-    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    [[ "$state" == PENDING ]] && break
-    sleep 0.1
-  done
-  expect_equal "job $job after its step exited 75" "$state" PENDING
-  # Slurm holds a requeued job back until its credentials expired (AuthInfo=cred_expire, 15 s on
-  # the fabric profile, 120 s by default).
-  for ((tries = 0; tries < 3000; tries++)); do
-    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
-    grep -q '^resuming from ' "$work_dir/job.out" && [[ -z "${resumed:-}" ]] && resumed=$(now)
-    sleep 0.1
-  done
+  wait_requeued_run "$job" "its step exited 75"
   cat "$work_dir/job.out"
   expect_equal "job $job in the end" "$state" COMPLETED
   expect_equal "restarts of job $job" "$(scontrol show job -o "$job" | grep -o 'Restarts=[0-9]*')" "Restarts=1"
@@ -395,33 +412,19 @@ check_fabric_cut_mid_training() {
   "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
   fault=$(now)
   for ((tries = 0; tries < 1200; tries++)); do
-    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    state=$(job_state "$job")
     [[ "$state" != RUNNING ]] && break
     sleep 0.05
   done
   ended=$(now)
   [[ "$state" != RUNNING ]] || fail "job $job still runs 60 s after node2's fabric went down"
-  for ((tries = 0; tries < 600; tries++)); do
-    [[ "$(node_state node2)" == drain* ]] && break
-    sleep 0.1
-  done
+  wait_drained node2
   drained=$(now)
   expect_line "node2 drained by the epilog's node check" "^drain(ed|ing)?\\|dtrain: fabric: .* \\(job $job\\)\$" "$(node_state node2)"
   for node in node1 node3 node4; do
     expect_line "$node not drained" '^(idle|mixed|allocated|completing)\|none$' "$(node_state "$node")"
   done
-  for ((tries = 0; tries < 600; tries++)); do
-    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    [[ "$state" == PENDING ]] && break
-    sleep 0.1
-  done
-  expect_equal "job $job after its ranks exited 75" "$state" PENDING
-  for ((tries = 0; tries < 3000; tries++)); do
-    state=$(scontrol show job -o "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]] && break
-    [[ -z "${resumed:-}" ]] && grep -q '^resuming from ' "$work_dir/job.out" && resumed=$(now)
-    sleep 0.1
-  done
+  wait_requeued_run "$job" "its ranks exited 75"
   grep -v '^step ' "$work_dir/job.out"
   expect_equal "job $job in the end" "$state" COMPLETED
   expect_line "a rank names the blocked collective" \
