@@ -1334,7 +1334,9 @@ class Protocol {
     if (!co_await gather(answer, kTagGatherAgain, more)) co_return false;
 
     std::vector<std::string> lines;
-    std::vector<int> node_fault;  // rank 0's verdict, broadcast: {1} when nodes failed to connect
+    // Rank 0's verdict, broadcast: {1, ranks on the suspect node...} when nodes failed to
+    // connect, empty otherwise. The ranks tell each rank on that node to leave the fault hint.
+    std::vector<int> node_fault;
     if (rank_ == 0) {
       std::map<int, RankRecord> by_rank;
       for (const auto* list : {&records, &more}) {
@@ -1370,6 +1372,13 @@ class Protocol {
       if (auto suspect = describe_suspect(links); !suspect.empty()) {
         lines.push_back(std::move(suspect));
         node_fault.push_back(1);
+        if (const auto node = suspect_node(links)) {
+          for (const auto& [r, record] : by_rank) {
+            if (record.hostname == *node && node_fault.size() <= kMaxSuspectRanks) {
+              node_fault.push_back(r);
+            }
+          }
+        }
       }
     }
     std::string own;
@@ -1389,6 +1398,9 @@ class Protocol {
                                  : "connectivity preflight failed: " + own);
     outcome.notes = notes;
     outcome.node_fault = !node_fault.empty();
+    outcome.on_suspect_node =
+        node_fault.size() > 1 &&
+        std::find(node_fault.begin() + 1, node_fault.end(), rank_) != node_fault.end();
     co_return true;
   }
 

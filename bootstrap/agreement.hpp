@@ -105,6 +105,10 @@ struct ProtocolTimings {  // seconds
   double communicator = 0;
 };
 
+// How many ranks of the suspect node rank 0 names in its verdict: one is enough for the node's
+// fault hint, a few cover ranks that die before they write it.
+inline constexpr std::size_t kMaxSuspectRanks = 8;
+
 struct Outcome {
   enum class Kind { kReady, kFailed, kTimedOut };
   Kind kind = Kind::kReady;
@@ -115,6 +119,9 @@ struct Outcome {
   // kFailed: the preflight failed on connections between nodes, which every rank knows from
   // rank 0's verdict: a node or the network between nodes is at fault, not the program.
   bool node_fault = false;
+  // kFailed with node_fault: this rank runs on the node the report names as the suspect (one of
+  // the first kMaxSuspectRanks ranks rank 0 knows there), and leaves the fault hint.
+  bool on_suspect_node = false;
   std::string timeout;  // kTimedOut: "timed out after N s <step><what is known>"
   int local_rank = 0;   // MPI's placement of this rank
   int local_size = 1;

@@ -16,6 +16,7 @@
 #include "bootstrap/endpoints.hpp"
 #include "bootstrap/environment.hpp"
 #include "bootstrap/event_tick.hpp"
+#include "bootstrap/fault_hint.hpp"
 #include "bootstrap/fingerprint.hpp"
 #include "bootstrap/fingerprint_probe.hpp"
 #include "bootstrap/heap.hpp"
@@ -448,6 +449,12 @@ class Bootstrapper {
     MPI_Finalize();
     const std::string what =
         who_ + ": " + (rank_ == 0 ? "bootstrap failed (report above)" : outcome.summary);
+    if (outcome.on_suspect_node) {
+      write_fault_hint({host_,
+                        "bootstrap preflight: an end of every failed connection between "
+                        "nodes (" +
+                            who_ + ")"});
+    }
     if (outcome.node_fault) throw NodeFaultError(outcome.error, what);
     throw Error(outcome.error, what);
   }

@@ -3,7 +3,8 @@
 // it (srun_options: srun, sbatch, salloc; slurmd_topology_cache: slurmd as root;
 // slurmd_epilog_node_check: a job's epilog, as root;
 // slurmstepd_user: slurmstepd as the job's user; slurmstepd_root_cancel: slurmstepd as root when
-// a task ends) and guarantees that no C++ exception crosses into Slurm: errors are
+// a task ends; slurmstepd_root_fault_hint: the fault hint's pipe, read as root when the step
+// ends) and guarantees that no C++ exception crosses into Slurm: errors are
 // caught, logged with "dtrain:" and returned.
 
 #include <slurm/slurm.h>
@@ -15,11 +16,13 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/fault_hint.hpp"
 #include "spank/slurmd_epilog_node_check.hpp"
 #include "spank/slurmd_topology_cache.hpp"
 #include "spank/slurmstepd_containers.hpp"
 #include "spank/slurmstepd_controller.hpp"
 #include "spank/slurmstepd_root_cancel.hpp"
+#include "spank/slurmstepd_root_fault_hint.hpp"
 #include "spank/slurmstepd_user.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/srun_options.hpp"
@@ -124,6 +127,14 @@ extern "C" int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
       st.planning_error = e.what();
       log_error(st.planning_error);
     }
+    if (st.config.node_check && st.planning_error.empty()) {
+      try {
+        open_fault_hint_pipe();
+      } catch (const dtrain::Error& e) {
+        log_error(std::string("the step's tasks get no ") + dtrain::core::kFaultHintFdVariable +
+                  ": " + e.what());
+      }
+    }
     return 0;
   });
 }
@@ -144,7 +155,12 @@ extern "C" int slurm_spank_task_exit(spank_t sp, int /*ac*/, char** /*av*/) {
 }
 
 extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
-  const int rc = guarded("task_init", [&] { return state().active ? apply_to_task(sp) : 0; });
+  const int rc = guarded("task_init", [&] {
+    if (!state().active) return 0;
+    const int applied = apply_to_task(sp);
+    if (applied == 0) export_fault_hint_fd(sp);
+    return applied;
+  });
   if (rc != 0 && state().option_given) {
     // Under `optional` Slurm turns this -1 into success and starts the program without dtrain's
     // variables, or with an outer launcher's RANK. The user asked for them: the task ends here,
@@ -155,6 +171,20 @@ extern "C" int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
     (state().end_task != nullptr ? state().end_task : &_exit)(1);
   }
   return rc;
+}
+
+// slurmstepd, as root, once the step's tasks ended: what they wrote to the fault hint pipe goes
+// to a root-only file for the job's epilog (node_check=on only).
+extern "C" int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("exit", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    try {
+      keep_fault_hints(sp);
+    } catch (const dtrain::Error& e) {
+      log_error(std::string("fault hint not kept for the epilog: ") + e.what());
+    }
+    return 0;
+  });
 }
 
 // The epilog of every job (slurmd runs it once a plugin defines it); with node_check=off it does

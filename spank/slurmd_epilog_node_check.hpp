@@ -2,8 +2,11 @@
 #pragma once
 // slurmd's job epilog (`slurmstepd spank epilog`, as root, on every node of a job that ended):
 // with node_check=on in plugstack.conf, this node checks its own fabric link
-// (core/node_check.hpp) and, when it is down, drains itself through slurmctld with a reason that
-// starts with "dtrain: ", unless the node already has a reason. Reads nothing a job controls.
+// (core/node_check.hpp) and, when a fault hint of the job names this node (core/fault_hint.hpp),
+// whether it reaches the job's other nodes over the fabric. When a check fails it drains itself
+// through slurmctld with a reason that starts with "dtrain: ", unless the node already has a
+// reason. The hint, the only thing it reads that a job wrote, chooses the deeper check and is
+// logged with its outcome ("did not reproduce", "confirmed"); it never drains a node by itself.
 
 namespace dtrain::spank {
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/hostlist.hpp"
 #include "core/layout.hpp"
+#include "spank/slurmctld_job.hpp"
 #include "spank/spank_io.hpp"
 #include "spank/state.hpp"
 
@@ -101,25 +102,9 @@ bool spans_components(spank_t sp) {
 // environment, which the user's launcher writes: the request below runs as root, and slurmctld
 // would cancel any job's step for it.
 std::uint32_t het_leader(std::uint32_t own_job) {
-  job_info_msg_t* info = nullptr;
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
-  slurm_step_id_t id{};
-  id.job_id = own_job;
-  id.step_id = NO_VAL;
-  id.step_het_comp = NO_VAL;
-  const int rc = slurm_load_job(&info, id, kShowAll);
-#else
-  const int rc = slurm_load_job(&info, own_job, kShowAll);
-#endif
-  std::unique_ptr<job_info_msg_t, decltype(&slurm_free_job_info_msg)> owned(
-      info, &slurm_free_job_info_msg);
-  if (rc != SLURM_SUCCESS || !info || !info->job_array) return own_job;
-  for (std::uint32_t i = 0; i < info->record_count; ++i) {
-    const auto& job = info->job_array[i];
-    if (job.job_id == own_job && job.het_job_id != 0 && job.het_job_id != NO_VAL) {
-      return job.het_job_id;
-    }
-  }
+  const JobInfo info = load_job_info(own_job);
+  const slurm_job_info_t* job = find_job(info, own_job);
+  if (job != nullptr && job->het_job_id != 0 && job->het_job_id != NO_VAL) return job->het_job_id;
   return own_job;
 }
 

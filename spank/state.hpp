@@ -53,6 +53,11 @@ struct PluginState {
   // it loads first) may put a container's values there, which are not the user's.
   std::map<std::string, std::string> user_values;
 
+  // node_check=on: the fault hint pipe's ends (spank/slurmstepd_root_fault_hint.hpp), -1 when
+  // closed.
+  int fault_hint_read_fd = -1;
+  int fault_hint_write_fd = -1;
+
   // How a task that cannot get its variables ends before exec; nullptr means _exit. The unit
   // tests record the call instead.
   void (*end_task)(int status) = nullptr;

@@ -32,7 +32,7 @@ Usage: $(basename "$0") {up|down|status|restart|ps} [options]
        $(basename "$0") {stop-node|start-node} NODE [options]
        $(basename "$0") [options] exec NODE [--] COMMAND [ARGS...]
        $(basename "$0") {fabric-down|fabric-up} NODE [options]
-       $(basename "$0") {blackhole|unblackhole} NODE PORT [options]
+       $(basename "$0") {blackhole|unblackhole} NODE PORT|all [options]
 
 Runs a local four-node Slurm cluster for dtrain's cluster tests: node[1-4] with 4 CPUs each in
 one partition where two jobs may share each CPU, so \`srun -N4 -n8\` lays out 4,2,1(x2) and two
@@ -67,7 +67,9 @@ Commands:
   blackhole NODE PORT    (profile fabric) drop every TCP packet to PORT on NODE's fabric
             address, silently (no reset), with an nftables rule in NODE's network namespace:
             a connect there times out, other ports and the management address still answer
-  unblackhole NODE PORT  (profile fabric) remove that rule
+  blackhole NODE all     (profile fabric) drop every packet in and out of NODE's fabric
+            interface (ICMP too) while its link stays up: a node that reaches nobody
+  unblackhole NODE PORT|all  (profile fabric) remove that rule
 
 Options:
   --state-dir DIR      where all state lives (default: \$DTRAIN_CLUSTER_DIR, else
@@ -188,8 +190,8 @@ parse_args() {
           shift
         fi
         if [[ "$subcommand" == *blackhole ]]; then
-          if (($# < 2)) || [[ ! "$2" =~ ^[1-9][0-9]{0,4}$ ]] || ((10#$2 > 65535)); then
-            die "$subcommand $node_argument needs a TCP port (1-65535) after the node, e.g. $subcommand $node_argument 29500"
+          if (($# < 2)) || { [[ "$2" != all ]] && { [[ ! "$2" =~ ^[1-9][0-9]{0,4}$ ]] || ((10#$2 > 65535)); }; }; then
+            die "$subcommand $node_argument needs a TCP port (1-65535) or 'all' after the node, e.g. $subcommand $node_argument 29500"
           fi
           port_argument="$2"
           shift
@@ -791,9 +793,13 @@ fabric_status() {
       if command -v nft >/dev/null; then
         ports=$({ nsenter "--net=$ns" nft list set inet "$fabric_nft_table" blackholed 2>/dev/null || true; } |
           sed -n 's/.*elements = { \(.*\) }.*/\1/p')
+        if { nsenter "--net=$ns" nft list set inet "$fabric_nft_table" blackholed_ifaces 2>/dev/null || true; } |
+          grep -q 'elements = '; then
+          ports="${ports:+$ports, }all (every packet)"
+        fi
       fi
       printf '%-14s %s %s, %s, veth %s%s\n' "${nodes[k]}" "$fabric_ifname" "${addr:-without an address}" "$state" "$veth" \
-        "${ports:+, TCP ports blackholed: $ports}"
+        "${ports:+, blackholed: $ports}"
     done
   done
 }
@@ -832,22 +838,36 @@ cmd_fabric_link() {
 }
 
 # blackhole/unblackhole NODE PORT: adds PORT to, or removes it from, the set of TCP ports whose
-# packets to NODE's fabric address are dropped in NODE's network namespace.
+# packets to NODE's fabric address are dropped in NODE's network namespace. PORT "all" drops
+# every packet in and out of NODE's fabric interface instead: a node whose link is up and which
+# reaches nobody (a "black hole" node).
 cmd_blackhole() {
   local node="$1" port="$2" action="$3"
   require_fabric "$node"
   command -v nft >/dev/null || die "$subcommand needs nft; install the Debian package nftables"
   local -a nft_in_node=(nsenter "--net=$fabric_ns" nft)
+  local set=blackholed element="$port" what="TCP to $fabric_node_address:$port ($node$fabric_suffix)"
+  if [[ "$port" == all ]]; then
+    set=blackholed_ifaces
+    element="\"$fabric_ifname\""
+    what="every packet in and out of $node's $fabric_ifname ($fabric_node_address)"
+  fi
   if [[ "$action" == add ]]; then
-    # The chain hooks input, before any socket sees the packet; the rule names the fabric
-    # address, so the same port on the management address still answers.
+    # The chains hook input and output, before any socket sees a packet; the port rule names the
+    # fabric address, so the same port on the management address still answers.
     "${nft_in_node[@]}" -f - <<NFT || die "$subcommand: nft refused the rules in $node's network namespace (a kernel without nf_tables?)"
 table inet $fabric_nft_table {
   set blackholed {
     type inet_service
   }
+  set blackholed_ifaces {
+    type ifname
+  }
   chain input {
     type filter hook input priority filter; policy accept;
+  }
+  chain output {
+    type filter hook output priority filter; policy accept;
   }
 }
 NFT
@@ -855,13 +875,18 @@ NFT
       "${nft_in_node[@]}" add rule inet "$fabric_nft_table" input ip daddr "$fabric_node_address" tcp dport @blackholed drop ||
         die "$subcommand: nft add rule failed in $node's network namespace"
     fi
-    "${nft_in_node[@]}" add element inet "$fabric_nft_table" blackholed "{ $port }" ||
+    if ! "${nft_in_node[@]}" list chain inet "$fabric_nft_table" input | grep -q '@blackholed_ifaces drop'; then
+      { "${nft_in_node[@]}" add rule inet "$fabric_nft_table" input iifname @blackholed_ifaces drop &&
+        "${nft_in_node[@]}" add rule inet "$fabric_nft_table" output oifname @blackholed_ifaces drop; } ||
+        die "$subcommand: nft add rule failed in $node's network namespace"
+    fi
+    "${nft_in_node[@]}" add element inet "$fabric_nft_table" "$set" "{ $element }" ||
       die "$subcommand: nft add element failed in $node's network namespace"
-    note "TCP to $fabric_node_address:$port ($node$fabric_suffix) is dropped in $node's network namespace"
-  elif "${nft_in_node[@]}" delete element inet "$fabric_nft_table" blackholed "{ $port }" 2>/dev/null; then
-    note "TCP to $fabric_node_address:$port ($node$fabric_suffix) is no longer dropped"
+    note "$what is dropped in $node's network namespace"
+  elif "${nft_in_node[@]}" delete element inet "$fabric_nft_table" "$set" "{ $element }" 2>/dev/null; then
+    note "$what is no longer dropped"
   else
-    note "TCP port $port of $node's fabric address was not blackholed"
+    note "$what was not blackholed"
   fi
 }
 

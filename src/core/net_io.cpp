@@ -20,6 +20,14 @@
 
 namespace dtrain::core {
 
+std::string local_host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) {
+    throw Error(ErrorKind::kResource, std::string("gethostname: ") + std::strerror(errno));
+  }
+  return name;
+}
+
 std::string resolve_host(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -14,6 +14,10 @@ namespace dtrain::core {
 // naming the host and the resolver's reason when it cannot be resolved.
 std::string resolve_host(const std::string& host);
 
+// This machine's host name (gethostname: the UTS namespace's). Throws dtrain::Error when the
+// kernel refuses.
+std::string local_host_name();
+
 // The first line of `hosts_file` that names `host` (comments and surrounding blanks removed), or
 // "" when none does or the file cannot be read.
 std::string hosts_line(const std::string& host, const std::string& hosts_file = "/etc/hosts");

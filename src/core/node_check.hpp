@@ -2,7 +2,7 @@
 #pragma once
 // The node check a job's epilog runs as root on each of its nodes (node_check=on): whether this
 // node's own data-fabric link is usable, and what to tell slurmctld when it is not. Pure: facts
-// read by spank/slurmd_job_epilog_root.cpp in, a verdict out.
+// read by spank/slurmd_epilog_node_check.cpp in, a verdict out.
 //
 // Only the node's own evidence drains it: the interface that holds the node's fabric address
 // (its name plus suffix=, resolved on the node) has no carrier or is down. Nothing a job writes
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrain::core {
 
@@ -33,6 +34,38 @@ struct NodeCheckVerdict {
 };
 
 NodeCheckVerdict judge_fabric_link(const FabricLinkFacts& facts);
+
+// The deeper check, run only on a node that a fault hint of the job names (core/fault_hint.hpp):
+// whether this node reaches the fabric addresses of the job's other nodes (ICMP echo).
+struct PeerProbe {
+  std::string node;
+  std::string address;  // empty when the peer's fabric name did not resolve here
+  bool reachable = false;
+};
+
+struct FabricReachFacts {
+  std::string interface;  // where the node's own fabric address is, for the message
+  std::string address;
+  std::vector<PeerProbe> peers;  // at most kMaxReachPeers of the job's other nodes
+  int budget_ms = 0;
+};
+
+// Peers probed per hinted node: enough to tell "this node reaches nobody" from one dead peer,
+// few enough that the check stays a fraction of a second whatever the job's size.
+inline constexpr std::size_t kMaxReachPeers = 8;
+
+// The job's other nodes that the deeper check probes: the kMaxReachPeers that follow `self` in
+// the job's node list, wrapping around (so that the hinted nodes of one job probe different
+// peers). Empty when `self` is the job's only node.
+std::vector<std::string> reach_peers(const std::vector<std::string>& job_nodes,
+                                     const std::string& self);
+
+// Unhealthy ("fabric-reach") only when at least one peer resolved and none of them answered:
+// this node cannot use the fabric although its link is up. One peer reached is enough to call
+// the node healthy, since a dead peer is that peer's fault. Called only for a node a hint names,
+// so a fabric that is down everywhere drains at most the nodes the job's own verdict singled
+// out, never every node it ran on.
+NodeCheckVerdict judge_fabric_reach(const FabricReachFacts& facts);
 
 // slurmctld's Reason for the drain: "dtrain: fabric: <detail> (job J)", cut to what
 // `scontrol show node` shows in full.

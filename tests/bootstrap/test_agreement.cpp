@@ -256,10 +256,12 @@ TEST(Agreement, ANodeInEveryFailedConnectionIsNamedAsTheSuspect) {
                        "failed connections between nodes, with node1, node3); exclude "
                        "it (srun --exclude=node2) and tell the site"))
       << report;
-  // Every rank knows it is a node fault (rank 0's verdict), so all exit with one status.
+  // Every rank knows it is a node fault (rank 0's verdict), so all exit with one status; the
+  // ranks on node2, and only they, leave the fault hint for node2's epilog.
   for (int r = 0; r < 12; ++r) {
     EXPECT_EQ(result.outcome(r).kind, Outcome::Kind::kFailed) << r;
     EXPECT_TRUE(result.outcome(r).node_fault) << r;
+    EXPECT_EQ(result.outcome(r).on_suspect_node, r >= 4 && r < 8) << r;
   }
 }
 

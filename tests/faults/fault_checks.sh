@@ -312,6 +312,85 @@ check_fabric_no_false_drain() {
   echo "ok: a job exiting 75 on healthy nodes drained nothing; an administrator's reason survived the node check"
 }
 
+# The lines node $1's slurmd log gained after byte $2 (the epilog's messages are slurmd's).
+slurmd_log_since() { tail -c +"$(($2 + 1))" "$DTRAIN_CLUSTER_DIR/log/slurmd.$1.log"; }
+slurmd_log_size() { stat -c %s "$DTRAIN_CLUSTER_DIR/log/slurmd.$1.log"; }
+
+# A job that lies: every task exits with the node-fault status, and node3's task writes a fault
+# hint naming node3 (healthy) and one naming node1 through the pipe the plugin gave it. node3's
+# epilog runs its deeper check on the hint, finds its link up and its peers reachable, logs that
+# the hint did not reproduce and drains nothing; the hint naming another node is logged and
+# ignored. Nothing else a job writes reaches root.
+check_fabric_hint_lie() {
+  local out job node before
+  before=$(slurmd_log_size node3)
+  # shellcheck disable=SC2016 # expanded by each task
+  out=$(srun --distributed-train -w 'node[1-3]' -N3 -n3 bash -c '
+    echo "job $SLURM_JOB_ID"
+    if [ "$SLURMD_NODENAME" = node3 ]; then
+      echo "suspect node3 a lie" >&"$DTRAIN_FAULT_HINT_FD"
+      echo "suspect node1 another lie" >&"$DTRAIN_FAULT_HINT_FD"
+      echo "suspect ../../etc/passwd x" >&"$DTRAIN_FAULT_HINT_FD"
+    fi
+    exit 75' 2>&1) && fail "a step whose tasks exit 75 succeeded"
+  job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
+  [[ -n "$job" ]] || fail "the step did not print its job id:"$'\n'"$out"
+  wait_jobs_gone "$job"
+  for node in node1 node2 node3 node4; do
+    expect_line "$node after a job that lied about node3" '^(idle|mixed|allocated)\|none$' "$(node_state "$node")"
+  done
+  local log
+  log=$(slurmd_log_since node3 "$before")
+  expect_line "node3's slurmd log: the lie did not reproduce" \
+    "dtrain: node check: job $job's fault hint \(suspect node3: a lie\) did not reproduce: fab0 is up; fab0 \([0-9.]+\) reached 2 of 2 peers' fabric addresses \((node1, node2|node2, node1)\); node3 not drained" "$log"
+  expect_line "node3's slurmd log: the hint naming node1 is ignored" \
+    "dtrain: node check: job $job's fault hint \(suspect node1: another lie\), written on node3, names another node; ignored" "$log"
+  expect_line "node3's slurmd log: the line that names no node is dropped" \
+    "dtrain: fault hint of step $job\.0: 1 line\(s\) that are not 'suspect NODE DETAIL' ignored" "$log"
+  echo "ok: a job that named healthy node3 in its fault hint drained nothing; node3's log says the hint did not reproduce"
+}
+
+# A black-hole node: node2's fabric link is up (carrier 1), but no packet passes it. A 3-node
+# step's bootstrap fails with 75 naming node2; node2's ranks leave the fault hint; the link
+# check alone would pass, the hint makes node2's epilog probe its peers, which it cannot reach,
+# and drains node2 with a fabric-reach reason; node1 and node3 stay. Prints the time from the
+# fault to the failed step and to the drain.
+check_fabric_black_hole_node() {
+  local out status=0 fault finished drained job node before
+  : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
+  trap '"$cluster_sh" unblackhole node2 all --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2' EXIT
+  before=$(slurmd_log_size node2)
+  "$cluster_sh" blackhole node2 all --state-dir "$DTRAIN_CLUSTER_DIR"
+  fault=$(now)
+  # shellcheck disable=SC2016 # expanded by each task
+  out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
+    bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" --bootstrap-only --timeout 60' "$DTRAIN_BENCH" 2>&1) ||
+    status=$?
+  finished=$(now)
+  echo "$out"
+  ((status != 124)) || fail "the step still ran after 120 s"
+  expect_equal "srun's exit status with node2 a black hole" "$status" 75
+  expect_line "the report names node2 as the suspect" 'suspect node: node2 \(an end of all ' "$out"
+  job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
+  [[ -n "$job" ]] || fail "the step did not print its job id"
+  wait_jobs_gone "$job"
+  drained=$(now)
+  expect_line "node2 drained by the deeper check its hint asked for" \
+    "^drain(ed|ing)?\|dtrain: fabric-reach: fab0 \([0-9.]+\) reached none of 2 peers' fabric addresses \((node3, node1|node1, node3)\) within 1500 ms \(job $job\)\$" \
+    "$(node_state node2)"
+  for node in node1 node3 node4; do
+    expect_line "$node not drained" '^(idle|mixed|allocated|completing)\|none$' "$(node_state "$node")"
+  done
+  expect_line "node2's slurmd log: the hint was confirmed" \
+    "dtrain: node check: job $job's fault hint \(suspect node2: bootstrap preflight: an end of every failed connection between nodes \(rank 1 on node2\)\) confirmed: fabric-reach: " \
+    "$(slurmd_log_since node2 "$before")"
+  echo "ok: node2 a black hole (link up, nothing passes): the step failed with status 75 naming node2 after" \
+    "$(elapsed "$fault" "$finished") s; node2 drained by its hinted reachability check $(elapsed "$fault" "$drained") s after the fault"
+  "$cluster_sh" unblackhole node2 all --state-dir "$DTRAIN_CLUSTER_DIR"
+  resume_node node2
+  trap - EXIT
+}
+
 # The whole loop: a 3-node training job (sbatch --requeue) trains and checkpoints on node1-3, then
 # node2's fabric cable is pulled before its next step. That step fails with 75 naming node2; the
 # job's epilog drains node2; the batch script puts its job back in the queue (the template of
@@ -564,8 +643,10 @@ case "${1:-}" in
   fabric-no-false-drain) check_fabric_no_false_drain ;;
   fabric-requeue-resume) check_fabric_requeue_resume ;;
   fabric-cut-mid-training) check_fabric_cut_mid_training ;;
+  fabric-hint-lie) check_fabric_hint_lie ;;
+  fabric-black-hole-node) check_fabric_black_hole_node ;;
   endurance) check_endurance "${2:-200}" ;;
   endurance-steps) run_endurance_steps "${2:?dtrain: endurance-steps needs a step count}" ;;
   valgrind-stepd) check_valgrind_stepd ;;
-  *) fail "unknown check '${1:-}'; use killed-before-bootstrap, killed-during-all-reduce, endpoint-port-held, slurmd-stopped, endurance [STEPS] or valgrind-stepd" ;;
+  *) fail "unknown check '${1:-}'; use killed-before-bootstrap, killed-during-all-reduce, endpoint-port-held, slurmd-stopped, fabric-down, fabric-no-false-drain, fabric-requeue-resume, fabric-cut-mid-training, fabric-hint-lie, fabric-black-hole-node, endurance [STEPS], endurance-steps STEPS or valgrind-stepd" ;;
 esac

@@ -370,6 +370,19 @@ check_fabric() {
   connect_from node1 "$(node_address node3)" "$port" connects 5 "the blackholed port on node3's management address"
   cluster_sh unblackhole node3 "$port"
   connect_from node1 "$node3_fabric" "$port" connects 5 "node3's fabric port after unblackhole"
+  # The whole fabric interface blackholed: its link stays up, nothing passes either way; the
+  # management address still answers.
+  cluster_sh blackhole node3 all
+  expect_line "the state of node3's fabric with every packet dropped" \
+    "^node3 +$DTRAIN_CLUSTER_FABRIC_IFNAME .*blackholed: all \(every packet\)" "$(cluster_sh status | grep '^node3 ')"
+  connect_from node1 "$node3_fabric" "$slurmd_port" times-out 2 "node3's fabric address, every packet dropped"
+  connect_from node1 "$(node_address node3)" "$slurmd_port" connects 5 "node3's management address, fabric blackholed"
+  # shellcheck disable=SC2016 # expanded by the task
+  run_job "$work_dir/blackholed-node3" -w node3 -N1 -n1 \
+    bash -c 'echo "$(cat "/sys/class/net/$0/carrier") $(cat "/sys/class/net/$0/operstate")"' "$DTRAIN_CLUSTER_FABRIC_IFNAME"
+  expect_equal "carrier and operstate of node3's blackholed $DTRAIN_CLUSTER_FABRIC_IFNAME" "$(cat "$work_dir/blackholed-node3")" "1 up"
+  cluster_sh unblackhole node3 all
+  connect_from node1 "$node3_fabric" "$port" connects 5 "node3's fabric address after unblackhole all"
   kill "$holder_pid" 2>/dev/null || true
 
   # down removes the fabric with the rest: no bridge, veth or address in its subnet is left.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -63,6 +64,51 @@ TEST(NodeCheck, LongDetailsKeepTheJobInTheReason) {
   EXPECT_LE(reason.size(), 200u);
   EXPECT_EQ(reason.substr(reason.size() - 11), "... (job 7)");
   EXPECT_EQ(reason.rfind("dtrain: fabric: ", 0), 0u);
+}
+
+TEST(NodeCheck, ReachPeersFollowTheNodeInTheJobsListAndWrapAround) {
+  const std::vector<std::string> nodes = {"n1", "n2", "n3", "n4"};
+  EXPECT_EQ(reach_peers(nodes, "n3"), (std::vector<std::string>{"n4", "n1", "n2"}));
+  EXPECT_EQ(reach_peers({"n1"}, "n1"), std::vector<std::string>{});
+  std::vector<std::string> many;
+  for (int i = 0; i < 100; ++i) many.push_back(std::string("n").append(std::to_string(i)));
+  const auto peers = reach_peers(many, "n98");
+  ASSERT_EQ(peers.size(), kMaxReachPeers);
+  EXPECT_EQ(peers.front(), "n99");
+  EXPECT_EQ(peers[1], "n0");
+  // A node missing from the list (a name Slurm spells differently) probes from the start.
+  EXPECT_EQ(reach_peers(nodes, "x"), (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
+}
+
+FabricReachFacts reach(std::vector<PeerProbe> peers) {
+  return {"fab0", "198.19.0.12", std::move(peers), 1500};
+}
+
+TEST(NodeCheck, ReachingNoPeerFailsAndNamesThem) {
+  const auto verdict =
+      judge_fabric_reach(reach({{"node3", "198.19.0.13", false}, {"node1", "198.19.0.11", false}}));
+  EXPECT_FALSE(verdict.healthy);
+  EXPECT_EQ(verdict.check, "fabric-reach");
+  EXPECT_EQ(verdict.detail,
+            "fab0 (198.19.0.12) reached none of 2 peers' fabric addresses (node3, node1) within "
+            "1500 ms");
+}
+
+TEST(NodeCheck, OnePeerReachedIsHealthy) {
+  // A dead peer is that peer's fault, not this node's.
+  const auto verdict =
+      judge_fabric_reach(reach({{"node3", "198.19.0.13", false}, {"node1", "198.19.0.11", true}}));
+  EXPECT_TRUE(verdict.healthy);
+  EXPECT_NE(verdict.note.find("reached 1 of 2"), std::string::npos) << verdict.note;
+}
+
+TEST(NodeCheck, PeersThatDoNotResolveAreNoEvidence) {
+  EXPECT_TRUE(judge_fabric_reach(reach({{"node3", "", false}})).healthy);
+  EXPECT_TRUE(judge_fabric_reach(reach({})).healthy);
+  const auto verdict =
+      judge_fabric_reach(reach({{"node3", "", false}, {"node1", "198.19.0.11", false}}));
+  EXPECT_FALSE(verdict.healthy);
+  EXPECT_NE(verdict.detail.find("none of 1 peers'"), std::string::npos) << verdict.detail;
 }
 
 TEST(NodeCheck, IsOffUnlessTheSiteTurnsItOn) {

@@ -2,6 +2,7 @@
 // Drives the real SPANK callbacks through the spank_* fake.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -423,4 +424,64 @@ TEST_F(SpankPlugin, OversizedValuesGoToMemoryFilesAndTheTaskStillStarts) {
   for (const auto& memory_file : paths) {
     close(std::stoi(memory_file.substr(memory_file.rfind('/') + 1)));
   }
+}
+
+// node_check=on: each task gets the write end of slurmstepd's fault hint pipe, and slurmstepd,
+// as root when the step ends, keeps the valid lines its tasks wrote in a root-only file that
+// the epilog reads (spank/slurmstepd_root_fault_hint.hpp). The task runs in a child process, as
+// slurmstepd forks it, so that closing the read end there leaves slurmstepd's open.
+TEST_F(SpankPlugin, NodeCheckGivesEachTaskTheFaultHintPipeAndRootKeepsValidLines) {
+  if (geteuid() != 0) GTEST_SKIP() << "the fault hint directory must be owned by root";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("dtrain-hint-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  const std::string cache = (dir / "run").string();
+  remote_step_on_node2();
+  ASSERT_EQ(
+      call_init({"address=name", "node_check=on", "topology=none", "topology_cache=" + cache}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (task(1, 5) != 0) _exit(2);
+    const int fd = std::stoi(fake().job_env["DTRAIN_FAULT_HINT_FD"]);
+    const std::string lines = "not a hint\nsuspect node2 preflight\nsuspect ../x y\n";
+    _exit(write(fd, lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()) ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(slurm_spank_exit(handle(), 0, nullptr), 0);
+  EXPECT_TRUE(fake().errors.empty()) << fake().errors[0];
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  const auto file = std::filesystem::path(cache) / "fault-hints" / ("77.0." + std::string(host));
+  ASSERT_TRUE(std::filesystem::is_regular_file(file));
+  std::ifstream in(file);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "suspect node2 preflight\n");
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+  EXPECT_EQ(dtrain::spank::state().fault_hint_read_fd, -1);
+  EXPECT_EQ(dtrain::spank::state().fault_hint_write_fd, -1);
+  bool said_rejected = false;
+  for (const auto& info : fake().infos) {
+    said_rejected = said_rejected || info.find("2 line(s) that are not") != std::string::npos;
+  }
+  EXPECT_TRUE(said_rejected);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(SpankPlugin, WithoutNodeCheckTasksGetNoFaultHintPipe) {
+  remote_step_on_node2();
+  ASSERT_EQ(call_init({"address=name"}), 0);
+  ASSERT_EQ(use_option(nullptr), 0);
+  ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
+  ASSERT_EQ(task(1, 5), 0);
+  EXPECT_EQ(fake().job_env.count("DTRAIN_FAULT_HINT_FD"), 0U);
+  EXPECT_EQ(slurm_spank_exit(handle(), 0, nullptr), 0);
+  EXPECT_TRUE(fake().errors.empty());
 }
