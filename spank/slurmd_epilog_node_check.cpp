@@ -27,7 +27,9 @@
 #include "core/reachability_io.hpp"
 #include "spank/root_files.hpp"
 #include "spank/slurmctld_job.hpp"
+#include "spank/slurmd_topology_cache.hpp"
 #include "spank/spank_io.hpp"
+#include "topology/pci_io.hpp"
 
 namespace dtrain::spank {
 namespace {
@@ -188,6 +190,20 @@ core::NodeCheckVerdict check_fabric_reach(const core::PluginConfig& config,
   return core::judge_fabric_reach(facts);
 }
 
+// The GPUs slurmd's own discovery found when it started (its topology cache, only for a live
+// topology: a site's topology= file describes other machines' bus ids), each read on the PCI bus
+// now. No cache, or no GPU in it: nothing to check.
+core::NodeCheckVerdict check_gpus(const core::PluginConfig& config) {
+  if (config.topology.kind != core::TopologySource::Kind::kLive) return {};
+  const auto recorded = load_trusted_summary(config.topology_cache);
+  if (!recorded) return {};
+  std::vector<core::GpuPresence> gpus;
+  for (const auto& gpu : recorded->gpus) {
+    gpus.push_back({gpu.bus_id, topology::pci_config_vendor(gpu.bus_id)});
+  }
+  return core::judge_gpus(gpus);
+}
+
 // Drains `node` for `verdict`, unless slurmctld cannot say or the node already has a reason.
 void drain_for(const std::string& node, std::uint32_t job, const core::NodeCheckVerdict& verdict) {
   const std::string reason = core::drain_reason(verdict, job);
@@ -225,6 +241,10 @@ void check_this_node(const core::PluginConfig& config) {
     facts.operstate = state.operstate;
   }
   core::NodeCheckVerdict verdict = core::judge_fabric_link(facts);
+  if (verdict.healthy) {
+    const core::NodeCheckVerdict gpus = check_gpus(config);
+    if (!gpus.healthy) verdict = gpus;
+  }
 
   // What the job said: only a hint naming this node counts, and only to choose the deeper check.
   const std::string of_job = "job " + std::to_string(job) + "'s fault hint (";

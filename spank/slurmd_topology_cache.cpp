@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "spank/slurmd_topology_cache.hpp"
 
+#include <fstream>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/parse.hpp"
 #include "spank/root_files.hpp"
 #include "topology/load_io.hpp"
 #include "topology/summary.hpp"
@@ -15,6 +17,19 @@ namespace {
 std::string trusted_cache_file(const core::TopologyCache& cache, const std::string& file) {
   if (!cache.enabled || !root_only(cache.dir, true) || !root_only(file, false)) return {};
   return file;
+}
+
+// A root-only cache file of at most 1 MiB.
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+  if (size < 0 || size > static_cast<std::streamoff>(core::kMaxInputBytes)) {
+    throw Error(ErrorKind::kInvalidInput, path + " is unreadable or larger than 1 MiB");
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), size)) throw Error(ErrorKind::kInvalidInput, "cannot read " + path);
+  return text;
 }
 
 }  // namespace
@@ -44,6 +59,16 @@ std::string trusted_topology_cache(const core::TopologyCache& cache) {
 
 std::string trusted_topology_summary(const core::TopologyCache& cache) {
   return trusted_cache_file(cache, cache.summary_file());
+}
+
+std::optional<topology::NodeTopology> load_trusted_summary(const core::TopologyCache& cache) {
+  const std::string summary = trusted_topology_summary(cache);
+  if (summary.empty()) return std::nullopt;
+  try {
+    return topology::from_summary(read_small_file(summary), summary);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace dtrain::spank

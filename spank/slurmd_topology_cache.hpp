@@ -4,9 +4,11 @@
 // steps load a file instead of discovering the machine again. slurmstepd reads it as the
 // user, and only while root alone can write it (trusted_topology_cache).
 
+#include <optional>
 #include <string>
 
 #include "core/config.hpp"
+#include "topology/node_topology.hpp"
 
 namespace dtrain::spank {
 
@@ -19,5 +21,7 @@ void write_topology_cache(const core::PluginConfig& config);
 std::string trusted_topology_cache(const core::TopologyCache& cache);
 // The same for the summary (topology/summary.hpp), which a step reads before the XML.
 std::string trusted_topology_summary(const core::TopologyCache& cache);
+// The trusted summary, loaded; nothing when there is none or it is damaged (a lost shortcut).
+std::optional<topology::NodeTopology> load_trusted_summary(const core::TopologyCache& cache);
 
 }  // namespace dtrain::spank

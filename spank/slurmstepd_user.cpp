@@ -148,19 +148,6 @@ topology::StepGpuVariables step_gpu_variables(spank_t sp, const PluginState& st,
           core::node_gpu_view(view, frameworks)};
 }
 
-// A root-only cache file of at most 1 MiB.
-std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
-  if (size < 0 || size > static_cast<std::streamoff>(core::kMaxInputBytes)) {
-    throw Error(ErrorKind::kInvalidInput, path + " is unreadable or larger than 1 MiB");
-  }
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), size)) throw Error(ErrorKind::kInvalidInput, "cannot read " + path);
-  return text;
-}
-
 // Loads the configured topology; a broken site XML falls back to this machine's own
 // topology (CPU-only in practice) with a warning, so the step never fails for it.
 topology::NodeTopology load_for_step(const core::PluginConfig& config,
@@ -174,12 +161,7 @@ topology::NodeTopology load_for_step(const core::PluginConfig& config,
     }
   } else {
     // A damaged cache is only a lost shortcut: the XML next, then discovery.
-    if (const auto summary = trusted_topology_summary(config.topology_cache); !summary.empty()) {
-      try {
-        return topology::from_summary(read_small_file(summary), summary);
-      } catch (const Error&) {
-      }
-    }
+    if (auto summary = load_trusted_summary(config.topology_cache)) return std::move(*summary);
     if (const auto cached = trusted_topology_cache(config.topology_cache); !cached.empty()) {
       try {
         return topology::load_topology(cached);

@@ -77,6 +77,37 @@ NodeCheckVerdict judge_fabric_reach(const FabricReachFacts& facts) {
   return verdict;
 }
 
+NodeCheckVerdict judge_gpus(const std::vector<GpuPresence>& gpus) {
+  NodeCheckVerdict verdict;
+  std::vector<std::string> gone;
+  std::vector<std::string> silent;
+  for (const auto& gpu : gpus) {
+    if (!gpu.vendor) {
+      gone.push_back(gpu.bus_id);
+    } else if (*gpu.vendor == 0xffff) {
+      silent.push_back(gpu.bus_id);
+    }
+  }
+  if (gone.empty() && silent.empty()) return verdict;
+  const auto list = [](const std::vector<std::string>& ids) {
+    constexpr std::size_t kNamed = 3;
+    std::string text;
+    for (std::size_t i = 0; i < ids.size() && i < kNamed; ++i) {
+      text += (i == 0 ? "" : ", ") + ids[i];
+    }
+    if (ids.size() > kNamed) text += ", ...";
+    return text;
+  };
+  verdict.healthy = false;
+  verdict.check = "gpu";
+  verdict.detail = std::to_string(gone.size() + silent.size()) + " of " +
+                   std::to_string(gpus.size()) + " GPUs slurmd found at start ";
+  if (!silent.empty()) verdict.detail += "read 0xffff on the PCI bus (" + list(silent) + ")";
+  if (!silent.empty() && !gone.empty()) verdict.detail += " or ";
+  if (!gone.empty()) verdict.detail += "are gone from the PCI bus (" + list(gone) + ")";
+  return verdict;
+}
+
 std::string drain_reason(const NodeCheckVerdict& verdict, std::uint32_t job_id) {
   std::string reason = std::string(kDrainReasonPrefix) + verdict.check + ": " + verdict.detail;
   const std::string job = " (job " + std::to_string(job_id) + ")";

@@ -67,6 +67,16 @@ std::vector<std::string> reach_peers(const std::vector<std::string>& job_nodes,
 // out, never every node it ran on.
 NodeCheckVerdict judge_fabric_reach(const FabricReachFacts& facts);
 
+// The GPU check, on every node where slurmd's own discovery recorded GPUs (the topology cache of
+// a live topology): each of those GPUs must still answer on the PCI bus. A GPU that is gone from
+// sysfs, or whose configuration space reads 0xffff, has "fallen off the bus" (NVIDIA's Xid 79):
+// every job that lands on the node fails until it is rebooted or repaired.
+struct GpuPresence {
+  std::string bus_id;
+  std::optional<std::uint16_t> vendor;  // configuration space now; unset: gone from sysfs
+};
+NodeCheckVerdict judge_gpus(const std::vector<GpuPresence>& gpus);
+
 // slurmctld's Reason for the drain: "dtrain: fabric: <detail> (job J)", cut to what
 // `scontrol show node` shows in full.
 std::string drain_reason(const NodeCheckVerdict& verdict, std::uint32_t job_id);

@@ -157,13 +157,19 @@ check_resume_after_kill() {
   job=$(submit_job)
   wait_for_checkpoint "$job" $((2 * every)) "$checkpoints"
   scontrol requeue "$job"
+  local requeued_at
+  requeued_at=$(date +%s)
   # The requeued job returns to PENDING once its old processes have ended.
   wait_for_state "$job" PENDING
   expect_no_job_processes "after scontrol requeue of job $job" 60
   check_lost_steps "requeue" "$checkpoints" "$rank0_log"
   step=$committed_at_kill
   offset=$(stat -c %s "$rank0_log")
-  # Slurm holds a requeued job back for about two minutes (its begin time); release it now.
+  # Slurm holds a requeued job back until its old credential expired (its begin time); release
+  # it now, but not in the second of the requeue: each slurmd revoked the old credential at the
+  # job's end time, in whole seconds, and refuses a credential created in that second
+  # (cred_revoked: ctime <= revoked), so a launch in it failed the job.
+  while (($(date +%s) <= requeued_at + 1)); do sleep 0.2; done
   scontrol update "JobId=$job" StartTime=now
   wait_for_checkpoint "$job" $((step + 2 * every)) "$checkpoints"
   check_resumed_at "after the requeue" "$rank0_log" "$offset" "$step" "$checkpoints"

@@ -111,6 +111,30 @@ TEST(NodeCheck, PeersThatDoNotResolveAreNoEvidence) {
   EXPECT_NE(verdict.detail.find("none of 1 peers'"), std::string::npos) << verdict.detail;
 }
 
+TEST(NodeCheck, GpusThatStillAnswerPass) {
+  EXPECT_TRUE(judge_gpus({}).healthy);
+  EXPECT_TRUE(judge_gpus({{"0000:1b:00.0", 0x10de}, {"0000:43:00.0", 0x10de}}).healthy);
+}
+
+TEST(NodeCheck, AGpuOffTheBusOrGoneFailsAndNamesIt) {
+  const auto silent = judge_gpus({{"0000:1b:00.0", 0x10de}, {"0000:43:00.0", 0xffff}});
+  EXPECT_FALSE(silent.healthy);
+  EXPECT_EQ(silent.check, "gpu");
+  EXPECT_EQ(silent.detail,
+            "1 of 2 GPUs slurmd found at start read 0xffff on the PCI bus (0000:43:00.0)");
+  const auto both = judge_gpus(
+      {{"0000:1b:00.0", std::nullopt}, {"0000:43:00.0", 0xffff}, {"0000:52:00.0", 0x10de}});
+  EXPECT_EQ(both.detail,
+            "2 of 3 GPUs slurmd found at start read 0xffff on the PCI bus (0000:43:00.0) or are "
+            "gone from the PCI bus (0000:1b:00.0)");
+  std::vector<GpuPresence> eight;
+  for (int i = 0; i < 8; ++i) eight.push_back({"0000:0" + std::to_string(i) + ":00.0", 0xffff});
+  const auto many = judge_gpus(eight);
+  EXPECT_NE(many.detail.find("(0000:00:00.0, 0000:01:00.0, 0000:02:00.0, ...)"), std::string::npos)
+      << many.detail;
+  EXPECT_LE(drain_reason(many, 7).size(), 200U);
+}
+
 TEST(NodeCheck, IsOffUnlessTheSiteTurnsItOn) {
   EXPECT_FALSE(parse_plugin_args({}).node_check);
   EXPECT_TRUE(parse_plugin_args({"node_check=on"}).node_check);
