@@ -9,8 +9,8 @@
 
 namespace dtrain::bootstrap {
 
-// Writes the hint in one write(2) when DTRAIN_FAULT_HINT_FD names a pipe open in this process;
-// returns whether it did. Never throws and never blocks: the hint is advice, and a failed step
+// Writes the hint in one write(2) when DTRAIN_FAULT_HINT_FD names a descriptor of this process
+// that is the pipe DTRAIN_FAULT_HINT_PIPE names; returns whether it did. Never throws and never blocks: the hint is advice, and a failed step
 // must end the same way with or without it.
 bool write_fault_hint(const core::FaultHint& hint) noexcept;
 

@@ -2,6 +2,7 @@
 #include "spank/slurmstepd_root_fault_hint.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -61,7 +62,14 @@ void export_fault_hint_fd(spank_t sp) {
   if (st.fault_hint_write_fd < 0) return;
   if (st.fault_hint_read_fd >= 0) close(st.fault_hint_read_fd);
   st.fault_hint_read_fd = -1;
+  struct stat pipe_stat {};
+  if (fstat(st.fault_hint_write_fd, &pipe_stat) != 0) {
+    throw Error(ErrorKind::kResource,
+                std::string("cannot stat the fault hint pipe: ") + std::strerror(errno));
+  }
   set_env(sp, core::kFaultHintFdVariable, std::to_string(st.fault_hint_write_fd));
+  set_env(sp, core::kFaultHintPipeVariable,
+          "pipe:[" + std::to_string(static_cast<unsigned long long>(pipe_stat.st_ino)) + "]");
 }
 
 void keep_fault_hints(spank_t sp) {

@@ -24,8 +24,11 @@
 
 namespace dtrain::core {
 
-// The environment variable naming the pipe's write end in each task.
+// The environment variables of each task: the pipe's write end (a descriptor number), and the
+// pipe itself as /proc/self/fd/N names it ("pipe:[INODE]"), so that a writer can tell the
+// plugin's pipe from one of the program's own that took the number after the program closed it.
 inline constexpr const char* kFaultHintFdVariable = "DTRAIN_FAULT_HINT_FD";
+inline constexpr const char* kFaultHintPipeVariable = "DTRAIN_FAULT_HINT_PIPE";
 
 struct FaultHint {
   std::string node;    // the node the task suspects: its own host name

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -17,7 +18,18 @@ namespace {
 
 class FaultHintWriter : public ::testing::Test {
  protected:
-  void TearDown() override { unsetenv(core::kFaultHintFdVariable); }
+  void TearDown() override {
+    unsetenv(core::kFaultHintFdVariable);
+    unsetenv(core::kFaultHintPipeVariable);
+  }
+
+  // The two variables as the plugin sets them for the pipe whose write end is `fd`.
+  static void export_pipe(int fd) {
+    struct stat st {};
+    ASSERT_EQ(fstat(fd, &st), 0);
+    setenv(core::kFaultHintFdVariable, std::to_string(fd).c_str(), 1);
+    setenv(core::kFaultHintPipeVariable, ("pipe:[" + std::to_string(st.st_ino) + "]").c_str(), 1);
+  }
 };
 
 std::string drain(int fd) {
@@ -29,7 +41,7 @@ std::string drain(int fd) {
 TEST_F(FaultHintWriter, WritesOneLineIntoThePipeTheVariableNames) {
   std::array<int, 2> ends{};
   ASSERT_EQ(pipe2(ends.data(), O_NONBLOCK), 0);
-  setenv(core::kFaultHintFdVariable, std::to_string(ends[1]).c_str(), 1);
+  export_pipe(ends[1]);
   EXPECT_TRUE(write_fault_hint({"node2", "bootstrap preflight"}));
   EXPECT_EQ(drain(ends[0]), "suspect node2 bootstrap preflight\n");
   close(ends[0]);
@@ -53,13 +65,38 @@ TEST_F(FaultHintWriter, WritesNothingWithoutAPipe) {
   close(file);
 }
 
+// The program closed the plugin's pipe and the number went to a pipe of its own: the hint must
+// not land in the program's pipe, nor without the pipe's name.
+TEST_F(FaultHintWriter, APipeOfTheProgramsOwnAtTheNumberIsLeftAlone) {
+  std::array<int, 2> plugin{};
+  ASSERT_EQ(pipe2(plugin.data(), O_NONBLOCK), 0);
+  export_pipe(plugin[1]);
+  const std::string name = std::getenv(core::kFaultHintPipeVariable);
+  const int number = plugin[1];
+  close(plugin[0]);
+  close(plugin[1]);
+  std::array<int, 2> own{};
+  ASSERT_EQ(pipe2(own.data(), O_NONBLOCK), 0);
+  ASSERT_EQ(dup2(own[1], number), number);
+  setenv(core::kFaultHintFdVariable, std::to_string(number).c_str(), 1);
+  setenv(core::kFaultHintPipeVariable, name.c_str(), 1);
+  EXPECT_FALSE(write_fault_hint({"node2", "x"}));
+  EXPECT_EQ(drain(own[0]), "");
+  export_pipe(number);
+  unsetenv(core::kFaultHintPipeVariable);
+  EXPECT_FALSE(write_fault_hint({"node2", "x"}));
+  close(number);
+  close(own[0]);
+  close(own[1]);
+}
+
 TEST_F(FaultHintWriter, AFullPipeNeitherBlocksNorThrows) {
   std::array<int, 2> ends{};
   ASSERT_EQ(pipe2(ends.data(), O_NONBLOCK), 0);
   const std::string filler(4096, 'x');
   while (write(ends[1], filler.data(), filler.size()) > 0) {
   }
-  setenv(core::kFaultHintFdVariable, std::to_string(ends[1]).c_str(), 1);
+  export_pipe(ends[1]);
   EXPECT_FALSE(write_fault_hint({"node2", "x"}));
   // A name that is no node name is refused, not written.
   EXPECT_FALSE(write_fault_hint({"node2 x", "y"}));

@@ -447,6 +447,11 @@ TEST_F(SpankPlugin, NodeCheckGivesEachTaskTheFaultHintPipeAndRootKeepsValidLines
   if (child == 0) {
     if (task(1, 5) != 0) _exit(2);
     const int fd = std::stoi(fake().job_env["DTRAIN_FAULT_HINT_FD"]);
+    struct stat pipe_stat {};
+    if (fstat(fd, &pipe_stat) != 0 || fake().job_env["DTRAIN_FAULT_HINT_PIPE"] !=
+                                          "pipe:[" + std::to_string(pipe_stat.st_ino) + "]") {
+      _exit(4);
+    }
     const std::string lines = "not a hint\nsuspect node2 preflight\nsuspect ../x y\n";
     _exit(write(fd, lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()) ? 0 : 3);
   }
@@ -482,6 +487,7 @@ TEST_F(SpankPlugin, WithoutNodeCheckTasksGetNoFaultHintPipe) {
   ASSERT_EQ(slurm_spank_user_init(handle(), 0, nullptr), 0);
   ASSERT_EQ(task(1, 5), 0);
   EXPECT_EQ(fake().job_env.count("DTRAIN_FAULT_HINT_FD"), 0U);
+  EXPECT_EQ(fake().job_env.count("DTRAIN_FAULT_HINT_PIPE"), 0U);
   EXPECT_EQ(slurm_spank_exit(handle(), 0, nullptr), 0);
   EXPECT_TRUE(fake().errors.empty());
 }
