@@ -199,7 +199,12 @@ core::NodeCheckVerdict check_gpus(const core::PluginConfig& config) {
   if (!recorded) return {};
   std::vector<core::GpuPresence> gpus;
   for (const auto& gpu : recorded->gpus) {
-    gpus.push_back({gpu.bus_id, topology::pci_config_vendor(gpu.bus_id)});
+    try {
+      gpus.push_back({gpu.bus_id, topology::pci_config_vendor(gpu.bus_id)});
+    } catch (const Error& e) {
+      // No evidence either way: left out of the count, and said.
+      log_info("node check: GPU " + gpu.bus_id + " not checked: " + e.what());
+    }
   }
   return core::judge_gpus(gpus);
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/error.hpp"
 #include "topology/pci_io.hpp"
 
 namespace dtrain::topology {
@@ -41,13 +42,18 @@ TEST_F(PciIo, AFunctionOffTheBusReadsAllOnes) {
   EXPECT_EQ(pci_config_vendor("0000:43:00.0", dir_.string()), 0xffff);
 }
 
-TEST_F(PciIo, GoneShortOrNotABusIdReadsNothing) {
+TEST_F(PciIo, AFunctionGoneFromSysfsReadsNothing) {
   EXPECT_EQ(pci_config_vendor("0000:52:00.0", dir_.string()), std::nullopt);
+}
+
+// Neither a short read nor a name that is no bus id says the device is gone: no evidence.
+TEST_F(PciIo, AShortReadOrANameThatIsNoBusIdThrows) {
   device("0000:53:00.0", "x");
-  EXPECT_EQ(pci_config_vendor("0000:53:00.0", dir_.string()), std::nullopt);
+  EXPECT_THROW(pci_config_vendor("0000:53:00.0", dir_.string()), Error);
   device("0000:54:00.0", "\xde\x10");
+  EXPECT_EQ(pci_config_vendor("0000:54:00.0", dir_.string()), 0x10de);
   for (const char* id : {"../0000:54:00.0", "0000:54:00.0/..", "54:00.0", "", "0000:54:00.0 "}) {
-    EXPECT_EQ(pci_config_vendor(id, dir_.string()), std::nullopt) << id;
+    EXPECT_THROW(pci_config_vendor(id, dir_.string()), Error) << id;
   }
 }
 
