@@ -16,7 +16,6 @@ plugin loaded by its plugstack.conf: the slurm_cluster fixture of tests/cluster 
 
 import argparse
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -25,23 +24,11 @@ from collections import Counter
 from pathlib import Path
 
 from client_common import CLIENTS, EXIT_BARRIER_VARIABLE, launcher_environment
+from step_common import OK_LINE, StepFailed, cluster_env
 
 CLIENT_DIR = Path(__file__).resolve().parent
-OK_LINE = re.compile(r"^OK (\S+) rank=(\d+) world=(\d+) host=(\S+) result=(.*)$")
 # Above the clients' own watchdogs (150 s), so a hang is reported by the client that hung.
 STEP_TIMEOUT_S = 200
-
-
-class StepFailed(Exception):
-    pass
-
-
-def required_env(name):
-    value = os.environ.get(name)
-    if not value:
-        raise StepFailed(f"{name} is not set; run through ctest (dtrain_add_cluster_test sources "
-                         "the cluster's env.sh) or source <state-dir>/env.sh first")
-    return value
 
 
 def check_ok_lines(output, framework, nodes, ntasks):
@@ -80,7 +67,7 @@ def main():
     args = parser.parse_args()
 
     try:
-        required_env("SLURM_CONF")
+        cluster_env("SLURM_CONF")
         task = [*shlex.split(args.task_prefix), args.python,
                 str(CLIENT_DIR / CLIENTS[args.framework])]
         command = ["srun", f"--distributed-train={args.framework}", f"-N{args.nodes}",
@@ -94,9 +81,9 @@ def main():
         print("dtrain: running:", " ".join(command), flush=True)
         # The nodes' /tmp is private; the cluster's state directory is seen by all of them.
         with tempfile.TemporaryDirectory(prefix="client-exit.",
-                                         dir=required_env("DTRAIN_CLUSTER_DIR")) as barrier:
+                                         dir=cluster_env("DTRAIN_CLUSTER_DIR")) as barrier:
             env = launcher_environment(
-                os.environ, {"GLOO_SOCKET_IFNAME": required_env("DTRAIN_CLUSTER_NODE_IFNAME")})
+                os.environ, {"GLOO_SOCKET_IFNAME": cluster_env("DTRAIN_CLUSTER_NODE_IFNAME")})
             env[EXIT_BARRIER_VARIABLE] = barrier
             # The gres profiles' topology gives every task GPUs, which Paddle's CPU wheel cannot
             # use: as on a GPU node with a CPU build, the user picks gloo (the plugin sets it

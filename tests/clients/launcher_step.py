@@ -33,7 +33,6 @@ when it is missing and PyPI is unreachable, the test skips (exit 77).
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,27 +42,15 @@ from pathlib import Path
 
 from client_common import EXIT_BARRIER_VARIABLE, launcher_environment
 from launcher_common import OVERLAP_DIR_VARIABLE, OVERLAP_STEPS_VARIABLE
+from step_common import OK_LINE, StepFailed, cluster_env
 
 CLIENT_DIR = Path(__file__).resolve().parent
 CLIENTS = {"torchrun": "torchrun_worker.py", "lightning": "lightning_client.py",
            "accelerate": "accelerate_client.py", "jax": "jax_client.py"}
-OK_LINE = re.compile(r"^OK (\S+) rank=(\d+) world=(\d+) host=(\S+) result=(.*)$")
 PYPI = "https://pypi.org/simple/pip/"
 # Above the clients' own watchdogs (150 s, 240 s), so a hang is reported by the client that hung.
 STEP_TIMEOUT_S = 300
 SKIPPED = 77
-
-
-class StepFailed(Exception):
-    pass
-
-
-def required_env(name):
-    value = os.environ.get(name)
-    if not value:
-        raise StepFailed(f"{name} is not set; run through ctest (dtrain_add_cluster_test sources "
-                         "the cluster's env.sh) or source <state-dir>/env.sh first")
-    return value
 
 
 def skip_if_no_venv(python):
@@ -229,7 +216,7 @@ def main():
         args.nproc_per_node = args.gpus_per_node
 
     try:
-        required_env("SLURM_CONF")
+        cluster_env("SLURM_CONF")
         skip_if_no_venv(args.python)
         client = str(CLIENT_DIR / CLIENTS[args.framework])
         task = [args.python, client]
@@ -250,10 +237,10 @@ def main():
         world = args.ntasks or args.nodes * args.ntasks_per_node * (
             args.nproc_per_node if args.framework == "torchrun" else 1)
         env = launcher_environment(
-            os.environ, {"GLOO_SOCKET_IFNAME": required_env("DTRAIN_CLUSTER_NODE_IFNAME")})
+            os.environ, {"GLOO_SOCKET_IFNAME": cluster_env("DTRAIN_CLUSTER_NODE_IFNAME")})
         # The nodes' /tmp is private; the cluster's state directory is seen by all of them.
         with tempfile.TemporaryDirectory(prefix=f"{args.framework}-step.",
-                                         dir=required_env("DTRAIN_CLUSTER_DIR")) as work:
+                                         dir=cluster_env("DTRAIN_CLUSTER_DIR")) as work:
             if args.concurrent > 1:
                 output = concurrent_steps(command, env, work, args.concurrent, args.nodes,
                                           args.ntasks_per_node)

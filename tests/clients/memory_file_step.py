@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from step_common import StepFailed
+
 HERE = Path(__file__).resolve().parent
 MODULE_DIR = HERE.parent.parent / "src" / "python"
 CLIENT = HERE / "memory_file_client.py"
@@ -35,10 +37,6 @@ OK_LINE = re.compile(r"^OK (light|tf|paddle) rank=(\d+) world=(\d+) loaded=(\S+)
 UNSHARE = ["/usr/bin/unshare", "--pid", "--fork", "--mount-proc"]
 NAMESPACE_RANK, SUBPROCESS_RANK = 2, 3
 STEP_TIMEOUT_S = 400
-
-
-class StepFailed(Exception):
-    pass
 
 
 class plugstack_args:
