@@ -231,18 +231,12 @@ requeue_on_node_fault() {
     '  scontrol requeue "$SLURM_JOB_ID"' 'fi' 'exit "$status"'
 }
 
-# node2's data fabric is down (its cable pulled: no carrier), its management network and slurmd
-# are fine, so Slurm starts the step there. The bootstrap's preflight must fail, its report must
-# name node2 as the suspect node, and every rank must exit with 75 (EX_TEMPFAIL), which srun
-# passes on; then the job's epilog on node2, as root, finds fab0 without carrier and drains node2
-# with a dtrain reason, and no other node. Resumed and with the link back, the same step runs.
-# Prints the time from the fault to the failed step and to the drain.
-check_fabric_down() {
-  local out status=0 fault finished drained job
-  : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
-  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2' EXIT
-  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
-  fault=$(now)
+# The step both node-fault checks run while node2 is at fault ($1 says how): a 3-node dtrain-bench
+# bootstrap on node1-3, which must end with status 75 and name node2 as the suspect node. Waits
+# until the job's epilogs ran. Sets `out` (the step's output), `job` and `finished` (when srun
+# returned).
+bootstrap_step_suspecting_node2() {
+  local what="$1" status=0
   # shellcheck disable=SC2016 # expanded by each task
   out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
     bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" --bootstrap-only --timeout 60' "$DTRAIN_BENCH" 2>&1) ||
@@ -250,15 +244,30 @@ check_fabric_down() {
   finished=$(now)
   echo "$out"
   ((status != 124)) || fail "the step still ran after 120 s"
-  expect_equal "srun's exit status with node2's fabric down" "$status" 75
+  expect_equal "srun's exit status with $what" "$status" 75
   expect_line "the report names node2 as the suspect" \
     'suspect node: node2 \(an end of all [0-9]+ failed connections between nodes, with node1, node3\)' "$out"
-  expect_line "a failed connection with node2 is named" \
-    '(cannot reach rank 1 at node2:[0-9]+|rank 1 on node2 cannot reach)' "$out"
   job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
   [[ -n "$job" ]] || fail "the step did not print its job id"
   wait_jobs_gone "$job"
+}
+
+# node2's data fabric is down (its cable pulled: no carrier), its management network and slurmd
+# are fine, so Slurm starts the step there. The bootstrap's preflight must fail, its report must
+# name node2 as the suspect node, and every rank must exit with 75 (EX_TEMPFAIL), which srun
+# passes on; then the job's epilog on node2, as root, finds fab0 without carrier and drains node2
+# with a dtrain reason, and no other node. Resumed and with the link back, the same step runs.
+# Prints the time from the fault to the failed step and to the drain.
+check_fabric_down() {
+  local out fault finished drained job
+  : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
+  trap '"$cluster_sh" fabric-up node2 --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2' EXIT
+  "$cluster_sh" fabric-down node2 --state-dir "$DTRAIN_CLUSTER_DIR"
+  fault=$(now)
+  bootstrap_step_suspecting_node2 "node2's fabric down"
   drained=$(now)
+  expect_line "a failed connection with node2 is named" \
+    '(cannot reach rank 1 at node2:[0-9]+|rank 1 on node2 cannot reach)' "$out"
   expect_line "node2 drained by the epilog's node check" \
     "^drain(ed|ing)?\|dtrain: fabric: fab0 \([0-9.]+\) has no carrier, operstate down \(job $job\)\$" \
     "$(node_state node2)"
@@ -356,24 +365,13 @@ check_fabric_hint_lie() {
 # and drains node2 with a fabric-reach reason; node1 and node3 stay. Prints the time from the
 # fault to the failed step and to the drain.
 check_fabric_black_hole_node() {
-  local out status=0 fault finished drained job node before
+  local out fault finished drained job node before
   : "${DTRAIN_BENCH:?dtrain: DTRAIN_BENCH (the dtrain-bench program) is unset}"
   trap '"$cluster_sh" unblackhole node2 all --state-dir "$DTRAIN_CLUSTER_DIR" >/dev/null 2>&1 || true; resume_node node2' EXIT
   before=$(slurmd_log_size node2)
   "$cluster_sh" blackhole node2 all --state-dir "$DTRAIN_CLUSTER_DIR"
   fault=$(now)
-  # shellcheck disable=SC2016 # expanded by each task
-  out=$(timeout 120 srun --mpi=pmix --distributed-train -w 'node[1-3]' -N3 -n3 \
-    bash -c 'echo "job $SLURM_JOB_ID"; exec "$0" --bootstrap-only --timeout 60' "$DTRAIN_BENCH" 2>&1) ||
-    status=$?
-  finished=$(now)
-  echo "$out"
-  ((status != 124)) || fail "the step still ran after 120 s"
-  expect_equal "srun's exit status with node2 a black hole" "$status" 75
-  expect_line "the report names node2 as the suspect" 'suspect node: node2 \(an end of all ' "$out"
-  job=$(sed -n 's/^job \([0-9]*\)$/\1/p' <<<"$out" | head -1)
-  [[ -n "$job" ]] || fail "the step did not print its job id"
-  wait_jobs_gone "$job"
+  bootstrap_step_suspecting_node2 "node2 a black hole"
   drained=$(now)
   expect_line "node2 drained by the deeper check its hint asked for" \
     "^drain(ed|ing)?\|dtrain: fabric-reach: fab0 \([0-9.]+\) reached none of 2 peers' fabric addresses \((node3, node1|node1, node3)\) within 1500 ms \(job $job\)\$" \
